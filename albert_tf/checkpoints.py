@@ -1,0 +1,264 @@
+"""Checkpoints: native `tf.train.Checkpoint`s and the original's TF1 name-based checkpoints.
+
+`tf1_variable_map` is the one place where the original's variable names live; loading and
+saving TF1 checkpoints both go through it.
+"""
+
+import dataclasses
+import logging
+import os
+import re
+import uuid
+
+import tensorflow as tf
+
+from albert_tf.modeling.encoder import AlbertEncoder
+
+logger = logging.getLogger(__name__)
+
+HUB_PREFIX = "module/"
+# Training state in original checkpoints, never model weights.
+_SKIPPED = re.compile(r"(^|/)global_step$|/(adam|lamb|adamw)_[mv]$|/Momentum$|/Adam(_1)?$")
+# brightmart/albert_zh's own layout (projection inside embeddings, one `layer_shared` block).
+_BRIGHTMART_MARKERS = ("bert/encoder/layer_shared/", "bert/embeddings/word_embeddings_2")
+
+
+class CheckpointError(ValueError):
+  """A checkpoint that cannot be loaded into the model; the message names the variables."""
+
+
+@dataclasses.dataclass
+class LoadReport:
+  """What `load_checkpoint` did: which names were loaded, left unused, or not found."""
+  path: str
+  format: str  # "tf1" or "native"
+  loaded: list
+  unused: list  # in the checkpoint, not in the model
+  missing: list  # in the model, not in the checkpoint (left as initialised)
+  skipped: list  # optimizer slots and global_step
+
+  def summary(self):
+    lines = [f"Loaded {len(self.loaded)} variables from {self.format} checkpoint {self.path}"]
+    if self.missing:
+      lines.append(f"  not in the checkpoint (kept as initialised): {', '.join(self.missing)}")
+    if self.unused:
+      lines.append(f"  in the checkpoint but not used: {', '.join(self.unused)}")
+    if self.skipped:
+      lines.append(f"  skipped {len(self.skipped)} optimizer slots / global_step")
+    return "\n".join(lines)
+
+
+def find_encoder(model):
+  """The AlbertEncoder inside `model` (itself, or `model.encoder`)."""
+  if isinstance(model, AlbertEncoder):
+    return model
+  encoder = getattr(model, "encoder", None)
+  if isinstance(encoder, AlbertEncoder):
+    return encoder
+  raise TypeError(f"{type(model).__name__} is neither an AlbertEncoder nor a model with an "
+                  "`encoder` attribute holding one")
+
+
+def _dense(names, prefix, layer):
+  names[prefix + "/kernel"] = layer.kernel
+  names[prefix + "/bias"] = layer.bias
+
+
+def _layer_norm(names, prefix, layer):
+  names[prefix + "/gamma"] = layer.gamma
+  names[prefix + "/beta"] = layer.beta
+
+
+def tf1_variable_map(model):
+  """`{original TF1 name: tf.Variable}` for an encoder, a pretrainer, or a task model.
+
+  Task models add their heads' names with a `tf1_head_variables()` method returning a dict.
+  """
+  encoder = find_encoder(model)
+  names = {}
+  emb = encoder.embedding_layer
+  names["bert/embeddings/word_embeddings"] = emb.word_embeddings
+  names["bert/embeddings/token_type_embeddings"] = emb.token_type_embeddings
+  names["bert/embeddings/position_embeddings"] = emb.position_embeddings
+  _layer_norm(names, "bert/embeddings/LayerNorm", emb.layer_norm)
+  if encoder.embedding_projection is not None:
+    _dense(names, "bert/encoder/embedding_hidden_mapping_in", encoder.embedding_projection)
+  for (group, inner), sub in sorted(encoder.attention_sublayers.items()):
+    scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
+    _dense(names, scope + "/attention_1/self/query", sub.attention.query)
+    _dense(names, scope + "/attention_1/self/key", sub.attention.key)
+    _dense(names, scope + "/attention_1/self/value", sub.attention.value)
+    _dense(names, scope + "/attention_1/output/dense", sub.output_dense)
+    _layer_norm(names, scope + "/LayerNorm", sub.layer_norm)
+  for (group, inner), sub in sorted(encoder.ffn_sublayers.items()):
+    scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
+    _dense(names, scope + "/ffn_1/intermediate/dense", sub.intermediate)
+    _dense(names, scope + "/ffn_1/intermediate/output/dense", sub.output_dense)
+    _layer_norm(names, scope + "/LayerNorm_1", sub.layer_norm)
+  _dense(names, "bert/pooler/dense", encoder.pooler_layer)
+  masked_lm = getattr(model, "masked_lm", None)
+  if masked_lm is not None:
+    _dense(names, "cls/predictions/transform/dense", masked_lm.dense)
+    _layer_norm(names, "cls/predictions/transform/LayerNorm", masked_lm.layer_norm)
+    names["cls/predictions/output_bias"] = masked_lm.output_bias
+  sentence_order = getattr(model, "sentence_order", None)
+  if sentence_order is not None:
+    names["cls/seq_relationship/output_weights"] = sentence_order.output_weights
+    names["cls/seq_relationship/output_bias"] = sentence_order.output_bias
+  if hasattr(model, "tf1_head_variables"):
+    names.update(model.tf1_head_variables())
+  return names
+
+
+def native_checkpoint(model, **extra):
+  """The `tf.train.Checkpoint` layout of our own checkpoints.
+
+  Parts are attached by role (`encoder`, `masked_lm`, `sentence_order`, task heads as
+  `head`), so an encoder restores from a pretrainer's or a classifier's checkpoint.
+  Training adds `optimizer=`, `step=` and friends through `extra`.
+  """
+  parts = {"encoder": find_encoder(model)}
+  for role in ("masked_lm", "sentence_order", "head"):
+    part = getattr(model, role, None)
+    if part is not None:
+      parts[role] = part
+  parts.update(extra)
+  return tf.train.Checkpoint(**parts)
+
+
+def resolve_checkpoint_path(path):
+  """A checkpoint prefix from a prefix, a directory, or a `.index`/`.data-*` file name."""
+  path = os.fspath(path)
+  if os.path.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None:
+      indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
+      if len(indexes) != 1:
+        raise FileNotFoundError(f"no checkpoint found in directory {path}")
+      latest = os.path.join(path, indexes[0][:-len(".index")])
+    return latest
+  match = re.match(r"^(.*)\.(index|data-\d+-of-\d+)$", path)
+  if match:
+    path = match.group(1)
+  if not tf.io.gfile.exists(path + ".index"):
+    raise FileNotFoundError(f"checkpoint not found: {path} (no {path}.index)")
+  return path
+
+
+def _is_tf1(names):
+  return any(n.startswith(("bert/", "cls/", HUB_PREFIX + "bert/")) for n in names)
+
+
+def load_checkpoint(model, path):
+  """Loads an original TF1 checkpoint or a native one into `model`; returns a `LoadReport`.
+
+  TF1 checkpoints are recognised by their `bert/...` names (a TF-Hub module's `module/` prefix
+  is accepted); optimizer slots and `global_step` are skipped. Every shape is checked before
+  anything is assigned, so a failed load leaves the model untouched.
+  """
+  prefix = resolve_checkpoint_path(path)
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(f"cannot read checkpoint {prefix}: {e}") from None
+  shapes = reader.get_variable_to_shape_map()
+  if _is_tf1(shapes):
+    report = _load_tf1(model, reader, shapes, prefix)
+  elif any(".ATTRIBUTES/VARIABLE_VALUE" in n for n in shapes):
+    report = _load_native(model, reader, shapes, prefix)
+  else:
+    raise CheckpointError(f"{prefix} is neither an original ALBERT checkpoint (no 'bert/' "
+                          "names) nor an albert-tf checkpoint")
+  logger.info(report.summary())
+  return report
+
+
+def _load_tf1(model, reader, shapes, prefix):
+  if any(n.startswith(m) or n.startswith(HUB_PREFIX + m)
+         for n in shapes for m in _BRIGHTMART_MARKERS):
+    raise CheckpointError(
+        f"{prefix} uses brightmart/albert_zh's layout ('layer_shared', 'word_embeddings_2'), "
+        "which projects E->H before the embedding LayerNorm; only Google's layout (including "
+        "Google's albert_*_zh models) is supported")
+  stripped = {}
+  for name in shapes:
+    key = name[len(HUB_PREFIX):] if name.startswith(HUB_PREFIX) else name
+    stripped[key] = name
+  skipped = sorted(k for k in stripped if _SKIPPED.search(k))
+  available = {k: v for k, v in stripped.items() if not _SKIPPED.search(k)}
+  targets = tf1_variable_map(model)
+  loaded, missing = [], []
+  for name, variable in targets.items():
+    if name not in available:
+      missing.append(name)
+      continue
+    ckpt_shape = list(shapes[available[name]])
+    if ckpt_shape != variable.shape.as_list():
+      raise CheckpointError(
+          f"shape mismatch: checkpoint variable '{available[name]}' {ckpt_shape} vs model "
+          f"variable '{variable.name}' {variable.shape.as_list()} (checkpoint {prefix})")
+    loaded.append(name)
+  if not loaded:
+    raise CheckpointError(f"no variable of {prefix} matches this model; names like "
+                          f"{sorted(available)[:3]} were found")
+  for name in loaded:
+    targets[name].assign(reader.get_tensor(available[name]))
+  unused = sorted(set(available) - set(loaded))
+  return LoadReport(prefix, "tf1", loaded, unused, missing, skipped)
+
+
+def _load_native(model, reader, shapes, prefix):
+  roots = {role for role in ("encoder", "masked_lm", "sentence_order", "head")
+           if any(n.startswith(role + "/") for n in shapes)}
+  if "encoder" not in roots:
+    raise CheckpointError(f"{prefix} has no 'encoder' object; it is not an albert-tf model "
+                          "checkpoint")
+  ckpt = native_checkpoint(model)
+  wanted = {role: getattr(ckpt, role) for role in ("encoder", "masked_lm", "sentence_order",
+                                                   "head") if hasattr(ckpt, role)}
+  restore_parts = {role: obj for role, obj in wanted.items() if role in roots}
+  try:
+    status = tf.train.Checkpoint(**restore_parts).read(prefix)
+  except (ValueError, tf.errors.InvalidArgumentError) as e:
+    raise CheckpointError(f"cannot restore {prefix} into {type(model).__name__}: {e}") from None
+  status.expect_partial()
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise CheckpointError(f"{prefix} does not match {type(model).__name__}: {e}") from None
+  variables = [n for n in shapes if n.endswith("/.ATTRIBUTES/VARIABLE_VALUE")]
+  loaded = sorted(n for n in variables if n.split("/")[0] in restore_parts)
+  unused = sorted(n for n in variables if n.split("/")[0] not in restore_parts)
+  missing = sorted(role for role in wanted if role not in roots)
+  return LoadReport(prefix, "native", loaded, unused, missing, [])
+
+
+def save_tf1_checkpoint(model, path, global_step=None):
+  """Writes `model`'s weights under the original's names (TF1 name-based checkpoint format).
+
+  The files appear atomically: they are written under a temporary prefix and renamed, index
+  last, and a `checkpoint` state file makes the directory loadable by `latest_checkpoint`.
+  Returns the checkpoint prefix.
+  """
+  path = os.fspath(path)
+  directory = os.path.dirname(path) or "."
+  os.makedirs(directory, exist_ok=True)
+  names = tf1_variable_map(model)
+  tensor_names = sorted(names)
+  tensors = [names[n].read_value() for n in tensor_names]
+  if global_step is not None:
+    tensor_names.append("global_step")
+    tensors.append(tf.constant(global_step, tf.int64))
+  tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+  with tf.device("CPU:0"):
+    tf.raw_ops.SaveV2(prefix=tmp, tensor_names=tensor_names,
+                      shape_and_slices=[""] * len(tensor_names), tensors=tensors)
+  data_files = tf.io.gfile.glob(tmp + ".data-*")
+  for data_file in data_files:
+    os.replace(data_file, path + data_file[len(tmp):])
+  os.replace(tmp + ".index", path + ".index")
+  with open(os.path.join(directory, "checkpoint.tmp"), "w") as f:
+    base = os.path.basename(path)
+    f.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
+  os.replace(os.path.join(directory, "checkpoint.tmp"), os.path.join(directory, "checkpoint"))
+  return path

@@ -1,0 +1,63 @@
+"""Multi-head self-attention with the original's variable layout (q/k/v kernels [H, heads*d])."""
+
+import math
+
+import tensorflow as tf
+import tf_keras
+
+from albert_tf.modeling.embedding import truncated_normal
+
+
+def attention_bias(input_mask, dtype=tf.float32):
+  """Additive attention bias `[batch, 1, 1, seq]`: 0 on real keys, -10000 on padded keys.
+
+  -10000 (not -inf) is the original's value: a fully padded row still averages all keys.
+  """
+  mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+  return (1.0 - mask) * -10000.0
+
+
+class SelfAttention(tf_keras.layers.Layer):
+  """Scaled dot-product self-attention over `num_heads` heads.
+
+  Inputs: `x [batch, seq, hidden]`, `bias [batch, 1, 1, seq]` (see `attention_bias`).
+  Output: the concatenated heads' context `[batch, seq, hidden]` (before the output dense).
+  """
+
+  def __init__(self, hidden_size, num_heads, dropout_rate, initializer_range, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_heads = num_heads
+    self.head_size = hidden_size // num_heads
+    self.dropout_rate = dropout_rate
+    self.initializer_range = initializer_range
+    dense = lambda name: tf_keras.layers.Dense(
+        hidden_size, kernel_initializer=truncated_normal(initializer_range), name=name)
+    self.query = dense("query")
+    self.key = dense("key")
+    self.value = dense("value")
+    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+
+  def _split_heads(self, x):
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+    return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+
+  def call(self, x, bias, training=None):
+    q = self._split_heads(self.query(x))
+    k = self._split_heads(self.key(x))
+    v = self._split_heads(self.value(x))
+    # The original scales the scores (not q) by 1/sqrt(d); same order here for equal rounding.
+    scores = tf.einsum("bfnd,btnd->bnft", q, k)
+    scores = scores * (1.0 / math.sqrt(float(self.head_size)))
+    scores += tf.cast(bias, scores.dtype)
+    probs = tf.nn.softmax(scores, axis=-1)
+    probs = self.dropout(probs, training=training)
+    context = tf.einsum("bnft,btnd->bfnd", probs, v)
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+    return tf.reshape(context, [batch, seq, self.hidden_size])
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                  dropout_rate=self.dropout_rate, initializer_range=self.initializer_range)
+    return config

@@ -1,0 +1,70 @@
+"""Pretraining heads: masked LM (tied to the word embeddings) and sentence order prediction."""
+
+import tensorflow as tf
+import tf_keras
+
+from albert_tf.modeling.activations import get_activation
+from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
+
+
+class MaskedLMHead(tf_keras.layers.Layer):
+  """The original's `cls/predictions`: dense H->E with the activation, LayerNorm, tied decoder.
+
+  Inputs: `sequence_output [batch, seq, hidden]`, `masked_lm_positions` int `[batch, P]`.
+  Output: logits `[batch, P, vocab]` = transform(gathered) @ word_embeddings^T + output_bias.
+  """
+
+  def __init__(self, embedding_layer, activation, initializer_range, **kwargs):
+    super().__init__(**kwargs)
+    self.embedding_layer = embedding_layer
+    self.activation = activation
+    self.initializer_range = initializer_range
+    self.dense = tf_keras.layers.Dense(
+        embedding_layer.embedding_size, activation=get_activation(activation),
+        kernel_initializer=truncated_normal(initializer_range), name="dense")
+    self.layer_norm = tf_keras.layers.LayerNormalization(
+        axis=-1, epsilon=LAYER_NORM_EPSILON, name="LayerNorm")
+
+  def build(self, input_shape):
+    self.output_bias = self.add_weight("output_bias", [self.embedding_layer.vocab_size],
+                                       initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, sequence_output, masked_lm_positions):
+    gathered = tf.gather(sequence_output, tf.cast(masked_lm_positions, tf.int32), batch_dims=1)
+    x = self.layer_norm(self.dense(gathered))
+    table = tf.cast(self.embedding_layer.word_embeddings, x.dtype)
+    logits = tf.matmul(x, table, transpose_b=True)
+    return logits + tf.cast(self.output_bias, x.dtype)
+
+
+class SentenceOrderHead(tf_keras.layers.Layer):
+  """The original's `cls/seq_relationship`: logits `[batch, 2]` = pooled @ W^T + b.
+
+  Label 0 = segments in the original order, 1 = swapped (or B from another document).
+  W is stored `[2, hidden]` (out, in) as in the original.
+  """
+
+  def __init__(self, hidden_size, initializer_range, num_classes=2, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.initializer_range = initializer_range
+    self.num_classes = num_classes
+
+  def build(self, input_shape):
+    self.output_weights = self.add_weight(
+        "output_weights", [self.num_classes, self.hidden_size],
+        initializer=truncated_normal(self.initializer_range))
+    self.output_bias = self.add_weight("output_bias", [self.num_classes], initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, pooled_output):
+    logits = tf.matmul(pooled_output, tf.cast(self.output_weights, pooled_output.dtype),
+                       transpose_b=True)
+    return logits + tf.cast(self.output_bias, logits.dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range,
+                  num_classes=self.num_classes)
+    return config

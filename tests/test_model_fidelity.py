@@ -1,0 +1,149 @@
+"""The TF model against the independent float64 NumPy reference, through TF1 checkpoints."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reference_albert as ref
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkpoint
+from albert_tf import save_tf1_checkpoint
+from albert_tf.checkpoints import CheckpointError, tf1_variable_map
+
+BASE = dict(vocab_size=61, embedding_size=12, hidden_size=16, intermediate_size=40,
+            num_hidden_layers=3, num_hidden_groups=1, inner_group_num=1,
+            num_attention_heads=4, max_position_embeddings=20, type_vocab_size=2,
+            hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+            initializer_range=0.02)
+
+CASES = {
+    "G1_K1": {},
+    "G2_K2": dict(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2),
+    "E_equals_H": dict(embedding_size=16),
+    "share_attention": dict(sharing="attention"),
+    "share_ffn": dict(sharing="ffn"),
+    "share_none": dict(sharing="none"),
+    "preln": dict(ln_type="preln", num_hidden_groups=3),
+    "relu": dict(hidden_act="relu"),
+    "gelu_exact": dict(hidden_act="gelu_exact"),
+    "swish": dict(hidden_act="swish"),
+    "tanh": dict(hidden_act="tanh"),
+}
+
+
+def make_inputs(cfg, batch=3, seq=9, seed=7):
+  """Ids with padding in the mask and both segment ids, plus masked positions."""
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(0, cfg["vocab_size"], size=(batch, seq)).astype(np.int32)
+  lengths = [seq, seq - 3, 4][:batch]
+  mask = np.array([[1] * n + [0] * (seq - n) for n in lengths], np.int32)
+  types = np.array([[0] * (n // 2) + [1] * (seq - n // 2) for n in lengths], np.int32) * mask
+  positions = np.array([[1, 2, 5], [0, 3, 4], [1, 2, 3]][:batch], np.int32)
+  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=types,
+              masked_lm_positions=positions)
+
+
+def assert_close(actual, expected, rtol=1e-5):
+  """Agreement to `rtol` relative to the tensor's scale (elementwise relative error is
+  meaningless for entries near zero)."""
+  actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+  assert actual.shape == expected.shape
+  scale = np.max(np.abs(expected))
+  err = np.max(np.abs(actual - expected))
+  assert err <= rtol * scale, f"max abs error {err:.3g} > {rtol} * scale {scale:.3g}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pretrainer_matches_numpy_reference_from_tf1_checkpoint(case, tmp_path):
+  cfg = dict(BASE, **CASES[case])
+  weights = ref.random_tf1_weights(cfg, heads=True, seed=len(case))
+  prefix = str(tmp_path / "model.ckpt-100")
+  ref.write_tf1_checkpoint(prefix, weights, with_optimizer_slots=True)
+
+  model = AlbertPretrainer(AlbertConfig.from_dict(cfg))
+  report = load_checkpoint(model, prefix)
+  assert report.format == "tf1"
+  assert sorted(report.loaded) == sorted(weights)
+  assert report.missing == [] and report.unused == []
+  assert "global_step" in report.skipped and len(report.skipped) == 1 + 2 * len(weights)
+
+  inputs = make_inputs(cfg)
+  out = model({k: tf.constant(v) for k, v in inputs.items()}, training=False)
+  expected = ref.reference_forward(weights, cfg, inputs["input_word_ids"], inputs["input_mask"],
+                                   inputs["input_type_ids"], inputs["masked_lm_positions"])
+  assert_close(out["embedding_output"], expected["embedding_output"])
+  assert len(out["encoder_outputs"]) == cfg["num_hidden_layers"] * cfg["inner_group_num"]
+  for got, want in zip(out["encoder_outputs"], expected["encoder_outputs"]):
+    assert_close(got, want)
+  for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
+    assert_close(out[key], expected[key])
+
+
+def test_hub_module_prefix_loads_into_encoder_and_reports_heads_unused(tmp_path):
+  cfg = dict(BASE)
+  weights = ref.random_tf1_weights(cfg, heads=True, seed=3)
+  prefix = str(tmp_path / "hub" / "variables")
+  (tmp_path / "hub").mkdir()
+  ref.write_tf1_checkpoint(prefix, weights, hub_prefix=True)
+  encoder = AlbertEncoder(AlbertConfig.from_dict(cfg))
+  report = load_checkpoint(encoder, prefix)
+  assert report.unused == sorted(n for n in weights if n.startswith("cls/"))
+  inputs = make_inputs(cfg)
+  del inputs["masked_lm_positions"]
+  out = encoder({k: tf.constant(v) for k, v in inputs.items()})
+  expected = ref.reference_forward(weights, cfg, inputs["input_word_ids"], inputs["input_mask"],
+                                   inputs["input_type_ids"])
+  assert_close(out["pooled_output"], expected["pooled_output"])
+
+
+def test_save_tf1_checkpoint_writes_the_original_names_and_round_trips_exactly(tmp_path):
+  cfg = dict(BASE, num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2)
+  config = AlbertConfig.from_dict(cfg)
+  source = AlbertPretrainer(config)
+  prefix = save_tf1_checkpoint(source, str(tmp_path / "out" / "model.ckpt"), global_step=7)
+
+  written = dict(tf.train.list_variables(prefix))
+  expected_shapes = ref.tf1_variable_shapes(cfg, heads=True)
+  assert set(written) == set(expected_shapes) | {"global_step"}
+  for name, shape in expected_shapes.items():
+    assert tuple(written[name]) == tuple(shape), name
+  assert tf.train.latest_checkpoint(str(tmp_path / "out")) == prefix
+
+  target = AlbertPretrainer(config)
+  load_checkpoint(target, str(tmp_path / "out"))
+  src_vars, dst_vars = tf1_variable_map(source), tf1_variable_map(target)
+  for name in src_vars:
+    np.testing.assert_array_equal(src_vars[name].numpy(), dst_vars[name].numpy(), err_msg=name)
+
+
+def test_shape_mismatch_names_both_variables_and_loads_nothing(tmp_path):
+  weights = ref.random_tf1_weights(dict(BASE, vocab_size=70), heads=False)
+  prefix = str(tmp_path / "other.ckpt")
+  ref.write_tf1_checkpoint(prefix, weights)
+  encoder = AlbertEncoder(AlbertConfig.from_dict(BASE))
+  before = encoder.embedding_layer.position_embeddings.numpy()
+  with pytest.raises(CheckpointError, match=r"bert/embeddings/word_embeddings.*\[70, 12\]"
+                                            r".*word_embeddings:0.*\[61, 12\]"):
+    load_checkpoint(encoder, prefix)
+  np.testing.assert_array_equal(encoder.embedding_layer.position_embeddings.numpy(), before)
+
+
+def test_checkpoint_of_another_model_is_rejected(tmp_path):
+  prefix = str(tmp_path / "foreign.ckpt")
+  ref.write_tf1_checkpoint(prefix, {"bert/foo/kernel": np.ones([2, 2], np.float32)})
+  with pytest.raises(CheckpointError, match="no variable of"):
+    load_checkpoint(AlbertEncoder(AlbertConfig.from_dict(BASE)), prefix)
+
+
+def test_missing_checkpoint_names_the_path(tmp_path):
+  with pytest.raises(FileNotFoundError, match="nowhere.ckpt"):
+    load_checkpoint(AlbertEncoder(AlbertConfig.from_dict(BASE)), str(tmp_path / "nowhere.ckpt"))
+
+
+def test_dropout_is_active_only_in_training():
+  model = AlbertEncoder(AlbertConfig.from_dict(BASE))
+  inputs = {k: tf.constant(v) for k, v in make_inputs(BASE).items() if k != "masked_lm_positions"}
+  a = model(inputs, training=False)["sequence_output"]
+  b = model(inputs, training=False)["sequence_output"]
+  c = model(inputs, training=True)["sequence_output"]
+  np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert np.max(np.abs(a.numpy() - c.numpy())) > 1e-3
