@@ -83,15 +83,15 @@ def tf1_variable_map(model):
   _layer_norm(names, "bert/embeddings/LayerNorm", emb.layer_norm)
   if encoder.embedding_projection is not None:
     _dense(names, "bert/encoder/embedding_hidden_mapping_in", encoder.embedding_projection)
-  for (group, inner), sub in sorted(encoder.attention_sublayers.items()):
-    scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
+  for key, sub in sorted(encoder.attention_sublayers.items()):
+    scope = f"bert/encoder/transformer/{key}"
     _dense(names, scope + "/attention_1/self/query", sub.attention.query)
     _dense(names, scope + "/attention_1/self/key", sub.attention.key)
     _dense(names, scope + "/attention_1/self/value", sub.attention.value)
     _dense(names, scope + "/attention_1/output/dense", sub.output_dense)
     _layer_norm(names, scope + "/LayerNorm", sub.layer_norm)
-  for (group, inner), sub in sorted(encoder.ffn_sublayers.items()):
-    scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
+  for key, sub in sorted(encoder.ffn_sublayers.items()):
+    scope = f"bert/encoder/transformer/{key}"
     _dense(names, scope + "/ffn_1/intermediate/dense", sub.intermediate)
     _dense(names, scope + "/ffn_1/intermediate/output/dense", sub.output_dense)
     _layer_norm(names, scope + "/LayerNorm_1", sub.layer_norm)
@@ -110,14 +110,26 @@ def tf1_variable_map(model):
   return names
 
 
+def _encoder_parts(encoder):
+  """The encoder's weights by role and original scope, so native keys read like
+  `encoder/transformer/group_0.Sinner_group_0/attention/query/kernel` and do not depend on
+  Keras' layer numbering."""
+  parts = dict(embeddings=encoder.embedding_layer, pooler=encoder.pooler_layer,
+               attention_sublayers=dict(encoder.attention_sublayers),
+               ffn_sublayers=dict(encoder.ffn_sublayers))
+  if encoder.embedding_projection is not None:
+    parts["embedding_hidden_mapping_in"] = encoder.embedding_projection
+  return tf.train.Checkpoint(**parts)
+
+
 def native_checkpoint(model, **extra):
   """The `tf.train.Checkpoint` layout of our own checkpoints.
 
-  Parts are attached by role (`encoder`, `masked_lm`, `sentence_order`, task heads as
-  `head`), so an encoder restores from a pretrainer's or a classifier's checkpoint.
-  Training adds `optimizer=`, `step=` and friends through `extra`.
+  Parts are attached by role (`encoder`, `masked_lm`, `sentence_order`, a task's `head`), so
+  an encoder restores from a pretrainer's or a classifier's checkpoint. Training adds
+  `optimizer=`, `step=` and the like through `extra`.
   """
-  parts = {"encoder": find_encoder(model)}
+  parts = {"encoder": _encoder_parts(find_encoder(model))}
   for role in ("masked_lm", "sentence_order", "head"):
     part = getattr(model, role, None)
     if part is not None:
@@ -207,30 +219,49 @@ def _load_tf1(model, reader, shapes, prefix):
   return LoadReport(prefix, "tf1", loaded, unused, missing, skipped)
 
 
+def _native_variable_keys(checkpoint):
+  """`{checkpoint key: tf.Variable}` for the variables a `tf.train.Checkpoint` would write."""
+  # The object-graph traversal is what Checkpoint.write uses to name values; TF exposes it only
+  # internally, and the version is pinned in requirements.txt.
+  from tensorflow.python.checkpoint import graph_view  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.trackable import trackable_utils  # pylint: disable=g-import-not-at-top
+  objects, paths = graph_view.ObjectGraphView(checkpoint).breadth_first_traversal()
+  keys = {}
+  for obj in objects:
+    if isinstance(obj, tf.Variable):
+      path = "/".join(trackable_utils.escape_local_name(ref.name) for ref in paths[obj])
+      keys[path + "/.ATTRIBUTES/VARIABLE_VALUE"] = obj
+  return keys
+
+
 def _load_native(model, reader, shapes, prefix):
-  roots = {role for role in ("encoder", "masked_lm", "sentence_order", "head")
-           if any(n.startswith(role + "/") for n in shapes)}
+  roots = {n.split("/")[0] for n in shapes}
   if "encoder" not in roots:
     raise CheckpointError(f"{prefix} has no 'encoder' object; it is not an albert-tf model "
                           "checkpoint")
   ckpt = native_checkpoint(model)
-  wanted = {role: getattr(ckpt, role) for role in ("encoder", "masked_lm", "sentence_order",
-                                                   "head") if hasattr(ckpt, role)}
-  restore_parts = {role: obj for role, obj in wanted.items() if role in roots}
-  try:
-    status = tf.train.Checkpoint(**restore_parts).read(prefix)
-  except (ValueError, tf.errors.InvalidArgumentError) as e:
-    raise CheckpointError(f"cannot restore {prefix} into {type(model).__name__}: {e}") from None
-  status.expect_partial()
-  try:
-    status.assert_existing_objects_matched()
-  except AssertionError as e:
-    raise CheckpointError(f"{prefix} does not match {type(model).__name__}: {e}") from None
+  parts = {role: getattr(ckpt, role) for role in ("encoder", "masked_lm", "sentence_order",
+                                                  "head") if hasattr(ckpt, role)}
+  targets = _native_variable_keys(tf.train.Checkpoint(**parts))
+  loaded, missing = [], []
+  for key, variable in targets.items():
+    if key not in shapes:
+      missing.append(key)
+      continue
+    if list(shapes[key]) != variable.shape.as_list():
+      raise CheckpointError(
+          f"shape mismatch: checkpoint variable '{key}' {list(shapes[key])} vs model "
+          f"variable '{variable.name}' {variable.shape.as_list()} (checkpoint {prefix})")
+    loaded.append(key)
+  encoder_missing = [k for k in missing if k.startswith("encoder/")]
+  if encoder_missing:
+    raise CheckpointError(f"{prefix} does not hold this encoder's variables (another config?): "
+                          f"missing {encoder_missing[:3]}")
+  for key in loaded:
+    targets[key].assign(reader.get_tensor(key))
   variables = [n for n in shapes if n.endswith("/.ATTRIBUTES/VARIABLE_VALUE")]
-  loaded = sorted(n for n in variables if n.split("/")[0] in restore_parts)
-  unused = sorted(n for n in variables if n.split("/")[0] not in restore_parts)
-  missing = sorted(role for role in wanted if role not in roots)
-  return LoadReport(prefix, "native", loaded, unused, missing, [])
+  unused = sorted(set(variables) - set(loaded))
+  return LoadReport(prefix, "native", sorted(loaded), unused, sorted(missing), [])
 
 
 def save_tf1_checkpoint(model, path, global_step=None):

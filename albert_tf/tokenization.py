@@ -22,7 +22,7 @@ SPIECE_UNDERLINE = "\u2581"
 # Special tokens of each mode; their ids are looked up, never assumed.
 _SPM_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 _WORDPIECE_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
-            "mask": "[MASK]"}
+                       "mask": "[MASK]"}
 
 # The original's `_is_start_piece` set: ASCII punctuation without "'", "<", "=" and ">".
 # Kept verbatim, so a piece such as "?'" starts a word exactly as in the original.

@@ -147,3 +147,40 @@ def test_dropout_is_active_only_in_training():
   c = model(inputs, training=True)["sequence_output"]
   np.testing.assert_array_equal(a.numpy(), b.numpy())
   assert np.max(np.abs(a.numpy() - c.numpy())) > 1e-3
+
+
+def test_native_checkpoint_of_pretrainer_restores_encoder_and_pretrainer(tmp_path):
+  from albert_tf.checkpoints import native_checkpoint
+  config = AlbertConfig.from_dict(dict(BASE, num_hidden_layers=4, num_hidden_groups=2))
+  source = AlbertPretrainer(config)
+  path = native_checkpoint(source, step=tf.Variable(5, dtype=tf.int64)).write(
+      str(tmp_path / "ckpt-5"))
+
+  encoder = AlbertEncoder(config)
+  report = load_checkpoint(encoder, path)
+  assert report.format == "native" and report.missing == []
+  assert any(k.startswith("masked_lm/") for k in report.unused)
+  assert "step/.ATTRIBUTES/VARIABLE_VALUE" in report.unused
+  inputs = {k: tf.constant(v) for k, v in make_inputs(BASE).items()
+            if k != "masked_lm_positions"}
+  np.testing.assert_array_equal(encoder(inputs)["pooled_output"].numpy(),
+                                source.encoder(inputs)["pooled_output"].numpy())
+
+  target = AlbertPretrainer(config)
+  report = load_checkpoint(target, str(tmp_path))  # a directory works too (no state file:
+  assert report.missing == []                       # the single .index is found)
+  for name, var in tf1_variable_map(source).items():
+    np.testing.assert_array_equal(var.numpy(), tf1_variable_map(target)[name].numpy())
+
+
+def test_native_checkpoint_of_another_config_is_an_error_naming_variables(tmp_path):
+  from albert_tf.checkpoints import native_checkpoint
+  path = native_checkpoint(AlbertEncoder(AlbertConfig.from_dict(BASE))).write(
+      str(tmp_path / "ckpt-1"))
+  wider = AlbertEncoder(AlbertConfig.from_dict(dict(BASE, intermediate_size=48)))
+  with pytest.raises(CheckpointError, match=r"ffn_sublayers/group_0.Sinner_group_0/intermediate"
+                                            r".*\[16, 40\].*\[16, 48\]"):
+    load_checkpoint(wider, path)
+  grouped = AlbertEncoder(AlbertConfig.from_dict(dict(BASE, num_hidden_groups=3)))
+  with pytest.raises(CheckpointError, match="group_1"):
+    load_checkpoint(grouped, path)

@@ -36,6 +36,10 @@ def block_plan(config):
   return plan
 
 
+def _scope(group, inner):
+  return f"group_{group}/inner_group_{inner}"
+
+
 class AlbertEncoder(tf_keras.Model):
   """The ALBERT encoder network, identical to the original's given the same weights.
 
@@ -105,9 +109,11 @@ class AlbertEncoder(tf_keras.Model):
     self.config = config
     self.embedding_layer = embedding_layer
     self.embedding_projection = projection
-    self.attention_sublayers = attention_sublayers
-    self.ffn_sublayers = ffn_sublayers
-    self.blocks = blocks
+    # Keyed by the original's variable scope, "group_{n}/inner_group_{k}" (string keys keep
+    # the dicts trackable, so native checkpoints name them too).
+    self.attention_sublayers = {_scope(*key): layer for key, layer in attention_sublayers.items()}
+    self.ffn_sublayers = {_scope(*key): layer for key, layer in ffn_sublayers.items()}
+    self.blocks = list(blocks.values())
     self.pooler_layer = pooler
 
   def get_config(self):
