@@ -383,3 +383,10 @@ def test_file_that_is_not_a_sentencepiece_model_is_an_error_naming_it(tmp_path):
 def test_real_data_spm_mode_ignores_vocab_file(tmp_path):
   tok = FullTokenizer(vocab_file=tmp_path / "absent.txt", spm_model_file=_need(SPM_MODEL))
   assert tok.is_spm and tok.vocab_size == 30000
+
+
+def test_encode_ids_batch_equals_per_text_tokenization_real_data(spm_tok):
+  lines = [l for l in _need(EMMA).read_text(encoding="latin-1").splitlines()[:3000]]
+  lines += ["In 1990, the 2,000 men; a1, b2,c3,", "Crème brûlée  costs £5,50 in ``Paris''"]
+  expected = [spm_tok.convert_tokens_to_ids(spm_tok.tokenize(l)) for l in lines]
+  assert spm_tok.encode_ids(lines) == expected

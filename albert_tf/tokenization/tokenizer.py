@@ -13,11 +13,13 @@ followed by greedy longest-match-first word pieces. See SPEC.md, "Tokenization".
 """
 
 import os
+import re
 import unicodedata
 
 import sentencepiece
 
 SPIECE_UNDERLINE = "\u2581"
+_DIGIT_COMMA = re.compile(r"\d,")
 
 # Special tokens of each mode; their ids are looked up, never assumed.
 _SPM_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -50,8 +52,9 @@ def preprocess_text(text, lower=False):
   """
   outputs = " ".join(_to_text(text).split())
   outputs = outputs.replace("``", '"').replace("''", '"')
-  outputs = unicodedata.normalize("NFKD", outputs)
-  outputs = "".join(c for c in outputs if not unicodedata.combining(c))
+  if not outputs.isascii():  # ASCII is already NFKD and has no combining marks
+    outputs = unicodedata.normalize("NFKD", outputs)
+    outputs = "".join(c for c in outputs if not unicodedata.combining(c))
   if lower:
     outputs = outputs.lower()
   return outputs
@@ -264,6 +267,21 @@ class FullTokenizer:
     for word in _basic_tokenize(text, self.do_lower_case):
       pieces.extend(_wordpiece_tokenize(word, self._vocab, unk))
     return pieces
+
+  def encode_ids(self, texts):
+    """Ids of many texts: `convert_tokens_to_ids(tokenize(t))` for each, much faster.
+
+    SentencePiece mode encodes the batch in C++ and redoes with pieces only the texts where
+    the digit-comma split can apply (a digit followed by ",").
+    """
+    if not self.is_spm:
+      return [self.convert_tokens_to_ids(self.tokenize(t)) for t in texts]
+    normalised = [preprocess_text(t, lower=self.do_lower_case) for t in texts]
+    ids = self.sp_model.encode(normalised)
+    for i, text in enumerate(normalised):
+      if _DIGIT_COMMA.search(text):
+        ids[i] = self.convert_tokens_to_ids(encode_pieces(self.sp_model, text))
+    return ids
 
   def convert_tokens_to_ids(self, tokens):
     """Ids of `tokens`; a token outside the vocab gets `unk_id` (as spm's piece_to_id does)."""

@@ -1,0 +1,1 @@
+"""Data: pretraining instances (SOP pairs, n-gram masks) and their TFRecords."""

@@ -1,0 +1,348 @@
+"""create_pretraining_data: text files -> SOP instances with n-gram masks -> sharded TFRecords.
+
+Streaming and parallel, with the original's statistics (SPEC.md "Instance creation"):
+- the reader streams documents (blank line = end of document; a file's end ends one too) and
+  groups them into blocks of about `block_bytes` of text, so memory is bounded by a few blocks
+  whatever the corpus size;
+- each block is tokenized and turned into instances by a worker process: documents draw their
+  random-document partners from their own block, every random choice comes from an RNG seeded
+  by (random_seed, block, dupe pass, document), and the block's instances are shuffled with
+  their own seeded RNG — so the output is the same for any number of workers;
+- results are written in block order, round-robin across shards, under temporary names that
+  are renamed into place only when everything succeeded, followed by a JSON of counts and flags.
+"""
+
+import collections
+import dataclasses
+import glob
+import json
+import logging
+import multiprocessing
+import os
+import random
+import time
+
+from albert_tf import tokenization
+from albert_tf.data import records
+from albert_tf.data.instances import InstanceOptions, create_instances
+from albert_tf.data.masking import MaskingOptions, num_to_predict
+
+logger = logging.getLogger(__name__)
+
+METADATA_FORMAT = "albert-tf pretraining data v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class CreationOptions:
+  """The original script's flags (same names and defaults) plus ours."""
+  spm_model_file: str = None
+  vocab_file: str = None
+  do_lower_case: bool = True
+  max_seq_length: int = 512
+  max_predictions_per_seq: int = 20
+  masked_lm_prob: float = 0.15
+  dupe_factor: int = 40
+  short_seq_prob: float = 0.1
+  ngram: int = 3
+  favor_shorter_ngram: bool = True
+  do_whole_word_mask: bool = True
+  random_next_sentence: bool = False
+  random_seed: int = 12345
+  # Ours.
+  pure_sop: bool = False
+  num_workers: int = 0  # 0 = all cores
+  block_bytes: int = 1 << 20
+  input_encoding: str = "utf-8"
+  strict: bool = False
+
+  def validate(self):
+    def fail(flag, why):
+      raise ValueError(f"--{flag}={getattr(self, flag)!r}: {why}")
+    if not self.spm_model_file and not self.vocab_file:
+      raise ValueError("one of --spm_model_file (SentencePiece) or --vocab_file (WordPiece) "
+                       "is required")
+    if self.max_seq_length < 5:
+      fail("max_seq_length", "must be at least 5 ([CLS] A [SEP] B [SEP])")
+    if self.max_predictions_per_seq < 1:
+      fail("max_predictions_per_seq", "must be at least 1")
+    if not 0.0 <= self.masked_lm_prob <= 1.0:
+      fail("masked_lm_prob", "must be in [0, 1]")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      fail("short_seq_prob", "must be in [0, 1]")
+    if self.dupe_factor < 1:
+      fail("dupe_factor", "must be at least 1")
+    if self.ngram < 1:
+      fail("ngram", "must be at least 1")
+    if self.num_workers < 0:
+      fail("num_workers", "must be 0 (all cores) or more")
+    if self.block_bytes < 1:
+      fail("block_bytes", "must be positive")
+    "".encode(self.input_encoding)  # LookupError names an unknown encoding
+
+  def masking_budget_warning(self):
+    """A message when max_predictions_per_seq caps the masking of full-length sequences."""
+    wanted = max(1, int(round(self.max_seq_length * self.masked_lm_prob)))
+    if wanted > self.max_predictions_per_seq:
+      return (f"--max_predictions_per_seq={self.max_predictions_per_seq} is smaller than the "
+              f"{wanted} predictions that --masked_lm_prob={self.masked_lm_prob} asks for at "
+              f"--max_seq_length={self.max_seq_length}: full-length instances will mask only "
+              f"{self.max_predictions_per_seq / self.max_seq_length:.3f} of their tokens")
+    return None
+
+
+def expand_input_files(patterns):
+  """Comma list of files and globs -> sorted files; a pattern matching nothing is an error."""
+  files = []
+  for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
+    matches = sorted(glob.glob(pattern))
+    if not matches:
+      raise FileNotFoundError(f"--input_file pattern matches no file: {pattern}")
+    files.extend(m for m in matches if os.path.isfile(m))
+  if not files:
+    raise FileNotFoundError(f"--input_file {patterns!r} names no files")
+  return files
+
+
+def metadata_path(output_files):
+  """The JSON beside the shards: their common prefix (e.g. `train-*.tfrecord` -> `train.json`)."""
+  if len(output_files) == 1:
+    return output_files[0] + ".json"
+  prefix = os.path.commonprefix(output_files).rstrip("-_.0123456789")
+  if not os.path.basename(prefix):
+    return output_files[0] + ".json"
+  return prefix + ".json"
+
+
+@dataclasses.dataclass
+class ReadReport:
+  files: int = 0
+  bytes_read: int = 0
+  documents: int = 0
+  lines: int = 0
+  bad_lines: int = 0
+  empty_files: list = dataclasses.field(default_factory=list)
+
+
+def iter_documents(input_files, options, report):
+  """Yields documents (lists of raw text lines) from the files, streaming.
+
+  Lines that do not decode are reported with file and line number and skipped (or fatal with
+  `strict`); CRLF endings and a UTF-8 byte-order mark are handled.
+  """
+  for path in input_files:
+    report.files += 1
+    document = []
+    documents_before = report.documents
+    with open(path, "rb") as f:
+      for line_number, raw in enumerate(f, start=1):
+        report.bytes_read += len(raw)
+        if line_number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+          raw = raw[3:]
+        try:
+          line = raw.decode(options.input_encoding)
+        except UnicodeDecodeError as e:
+          report.bad_lines += 1
+          message = (f"{path}:{line_number}: not valid {options.input_encoding} ({e.reason} at "
+                     f"byte {e.start}); use --input_encoding for other encodings")
+          if options.strict:
+            raise ValueError(message + " (--strict)") from None
+          if report.bad_lines <= 10:
+            logger.warning("%s; line skipped", message)
+          continue
+        if line.strip():
+          document.append(line)
+          report.lines += 1
+        elif document:
+          report.documents += 1
+          yield document
+          document = []
+    if document:
+      report.documents += 1
+      yield document
+    if report.documents == documents_before:
+      report.empty_files.append(path)
+      logger.warning("%s: no documents (empty file)", path)
+
+
+def iter_blocks(documents, block_bytes):
+  """Groups documents into blocks of at least `block_bytes` of text (the last may be less)."""
+  block, size = [], 0
+  for document in documents:
+    block.append(document)
+    size += sum(len(line) for line in document)
+    if size >= block_bytes:
+      yield block
+      block, size = [], 0
+  if block:
+    yield block
+
+
+# --- worker side ---------------------------------------------------------------------------------
+_WORKER = {}
+
+
+def _init_worker(options):
+  tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
+                                         do_lower_case=options.do_lower_case,
+                                         spm_model_file=options.spm_model_file)
+  inverse = tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
+  masking = MaskingOptions(
+      vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, cls_id=tokenizer.cls_id,
+      sep_id=tokenizer.sep_id, word_start=tuple(tokenizer.is_word_start(p) for p in inverse),
+      masked_lm_prob=options.masked_lm_prob,
+      max_predictions_per_seq=options.max_predictions_per_seq, ngram=options.ngram,
+      favor_shorter_ngram=options.favor_shorter_ngram,
+      do_whole_word_mask=options.do_whole_word_mask)
+  instance_options = InstanceOptions(
+      max_seq_length=options.max_seq_length, short_seq_prob=options.short_seq_prob,
+      random_next_sentence=options.random_next_sentence, pure_sop=options.pure_sop)
+  _WORKER.update(options=options, tokenizer=tokenizer, masking=masking,
+                 instance_options=instance_options)
+
+
+def process_block(block_index, block):
+  """Tokenizes one block of documents and returns (serialized records, statistics)."""
+  options, tokenizer = _WORKER["options"], _WORKER["tokenizer"]
+  masking, instance_options = _WORKER["masking"], _WORKER["instance_options"]
+  lines = [line for document in block for line in document]
+  ids = tokenizer.encode_ids(lines)
+  documents, k = [], 0
+  for document in block:
+    sentences = [s for s in ids[k:k + len(document)] if s]
+    k += len(document)
+    if sentences:
+      documents.append(sentences)
+  stats = collections.Counter(documents=len(documents),
+                              sentences=sum(len(d) for d in documents),
+                              tokens=sum(len(s) for d in documents for s in d))
+  instance_stats = {}
+  instances = []
+  seed = options.random_seed
+  for dupe in range(options.dupe_factor):
+    for index, document in enumerate(documents):
+      rng = random.Random(f"{seed}/{block_index}/{dupe}/{index}")
+      instances.extend(create_instances(document, index, documents, rng, instance_options,
+                                        masking, instance_stats))
+  random.Random(f"{seed}/{block_index}/shuffle").shuffle(instances)
+  serialized = []
+  for instance in instances:
+    serialized.append(records.encode_example(records.instance_features(
+        instance, options.max_seq_length, options.max_predictions_per_seq)))
+    stats["instances"] += 1
+    stats["sentence_order_label_1"] += instance.sentence_order_label
+    stats["masked_lm_predictions"] += len(instance.masked_lm_positions)
+    stats["instance_tokens"] += len(instance.input_ids)
+    if len(instance.masked_lm_positions) < num_to_predict(len(instance.input_ids), masking):
+      stats["under_budget_instances"] += 1
+  stats["single_sentence_skipped"] = instance_stats.get("single_sentence_skipped", 0)
+  for n, count in enumerate(instance_stats.get("span_counts", []), start=1):
+    stats[f"ngram_{n}"] = count
+  return serialized, dict(stats)
+
+
+# --- driver ------------------------------------------------------------------------------------
+class _Progress:
+  """Logs documents, instances, MB/s and ETA every `every` seconds."""
+
+  def __init__(self, total_bytes, every=10.0):
+    self.total_bytes, self.every = max(total_bytes, 1), every
+    self.start = self.last = time.time()
+
+  def update(self, report, instances, force=False):
+    now = time.time()
+    if not force and now - self.last < self.every:
+      return
+    self.last = now
+    elapsed = max(now - self.start, 1e-9)
+    rate = report.bytes_read / elapsed
+    eta = (self.total_bytes - report.bytes_read) / rate if rate > 0 else float("inf")
+    logger.info("%d documents, %d instances (%.0f/s), %.1f of %.1f MB read (%.2f MB/s), "
+                "ETA %.0fs", report.documents, instances, instances / elapsed,
+                report.bytes_read / 1e6, self.total_bytes / 1e6, rate / 1e6, max(eta, 0.0))
+
+
+def _results_in_order(blocks, options, workers):
+  """(block results) in block order; at most 2 blocks per worker in flight."""
+  if workers == 1:
+    _init_worker(options)
+    for index, block in enumerate(blocks):
+      yield process_block(index, block)
+    return
+  context = multiprocessing.get_context("spawn")  # no inherited TensorFlow state in workers
+  with context.Pool(workers, initializer=_init_worker, initargs=(options,)) as pool:
+    pending = collections.deque()
+    for index, block in enumerate(blocks):
+      pending.append(pool.apply_async(process_block, (index, block)))
+      if len(pending) >= 2 * workers:
+        yield pending.popleft().get()
+    while pending:
+      yield pending.popleft().get()
+
+
+def create_pretraining_data(input_files, output_files, options, metadata_file=None):
+  """Runs the whole job; returns the metadata dict also written to `metadata_file`."""
+  options.validate()
+  output_files = [os.fspath(p) for p in output_files]
+  if not output_files:
+    raise ValueError("--output_file names no files")
+  overlap = {os.path.abspath(p) for p in output_files} & {os.path.abspath(p)
+                                                         for p in input_files}
+  if overlap:
+    raise ValueError(f"--output_file would overwrite input {sorted(overlap)[0]}")
+  warning = options.masking_budget_warning()
+  if warning:
+    logger.warning(warning)
+  # Fail fast, in this process, on a missing or broken vocabulary.
+  tokenization.FullTokenizer(vocab_file=options.vocab_file, do_lower_case=options.do_lower_case,
+                             spm_model_file=options.spm_model_file)
+  workers = options.num_workers or os.cpu_count() or 1
+  metadata_file = metadata_file or metadata_path(output_files)
+  report = ReadReport()
+  totals = collections.Counter()
+  progress = _Progress(sum(os.path.getsize(p) for p in input_files))
+  writer = records.AtomicShardWriter(output_files)
+  try:
+    blocks = iter_blocks(iter_documents(input_files, options, report), options.block_bytes)
+    for serialized, stats in _results_in_order(blocks, options, workers):
+      writer.write(serialized)
+      totals.update(stats)
+      progress.update(report, totals["instances"])
+    if totals["instances"] == 0:
+      raise ValueError(f"no instances: the input ({len(input_files)} files) holds no "
+                       "non-empty document")
+  except BaseException:
+    writer.abort()
+    raise
+  writer.commit()
+  progress.update(report, totals["instances"], force=True)
+  elapsed = time.time() - progress.start
+  metadata = {
+      "format": METADATA_FORMAT,
+      "flags": dataclasses.asdict(options),
+      "input_files": list(input_files),
+      "shards": [{"path": os.path.basename(p), "instances": n}
+                 for p, n in zip(output_files, writer.counts)],
+      "total_instances": totals["instances"],
+      "max_seq_length": options.max_seq_length,
+      "max_predictions_per_seq": options.max_predictions_per_seq,
+      "read": {"files": report.files, "bytes": report.bytes_read, "lines": report.lines,
+               "documents": report.documents, "bad_lines": report.bad_lines,
+               "empty_files": report.empty_files},
+      "statistics": {k: totals[k] for k in sorted(totals)},
+      "elapsed_seconds": round(elapsed, 3),
+      "instances_per_second": round(totals["instances"] / max(elapsed, 1e-9), 1),
+  }
+  del metadata["flags"]["num_workers"]  # does not change the output
+  metadata["workers"] = workers
+  tmp = metadata_file + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(metadata, f, indent=2)
+    f.write("\n")
+  os.replace(tmp, metadata_file)
+  logger.info("Wrote %d instances to %d shards in %.1fs (%.0f instances/s); metadata: %s",
+              totals["instances"], len(output_files), elapsed, metadata["instances_per_second"],
+              metadata_file)
+  if report.bad_lines:
+    logger.warning("skipped %d lines that were not valid %s", report.bad_lines,
+                   options.input_encoding)
+  return metadata

@@ -1,0 +1,126 @@
+"""N-gram masking for the masked-LM objective (paper section 4.1, the original's
+`create_masked_lm_predictions`), on token ids.
+
+Works on ids rather than piece strings, with a per-id word-start table, so one instance
+costs a few tens of microseconds of Python.
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingOptions:
+  """What `ngram_mask` needs to know; built once per tokenizer and flags."""
+  vocab_size: int
+  mask_id: int
+  cls_id: int
+  sep_id: int
+  word_start: tuple  # word_start[id] -> bool (SPEC.md "Word starts")
+  masked_lm_prob: float = 0.15
+  max_predictions_per_seq: int = 20
+  ngram: int = 3
+  favor_shorter_ngram: bool = True
+  do_whole_word_mask: bool = True
+
+  @property
+  def ngram_cumulative_weights(self):
+    """Cumulative P(n) for n = 1..ngram: proportional to 1/n (or reversed)."""
+    weights = [1.0 / n for n in range(1, self.ngram + 1)]
+    if not self.favor_shorter_ngram:
+      weights = weights[::-1]
+    total, cumulative = 0.0, []
+    for w in weights:
+      total += w
+      cumulative.append(total)
+    return tuple(cumulative)
+
+
+def num_to_predict(num_tokens, options):
+  """min(max_predictions_per_seq, max(1, round(len * masked_lm_prob))), [CLS]/[SEP] counted."""
+  return min(options.max_predictions_per_seq,
+             max(1, int(round(num_tokens * options.masked_lm_prob))))
+
+
+def candidate_words(ids, options):
+  """Candidate words (lists of positions) and the token_boundary feature.
+
+  [CLS]/[SEP] are boundaries but never candidates; with whole-word masking a piece that does
+  not start a word joins the previous candidate (even across a [SEP], as in the original).
+  """
+  word_start = options.word_start
+  cls_id, sep_id = options.cls_id, options.sep_id
+  whole_word = options.do_whole_word_mask
+  boundary = [0] * len(ids)
+  words = []
+  for i, token in enumerate(ids):
+    if token == cls_id or token == sep_id:
+      boundary[i] = 1
+      continue
+    start = word_start[token]
+    if whole_word and words and not start:
+      words[-1].append(i)
+    else:
+      words.append([i])
+      if start:
+        boundary[i] = 1
+  return words, boundary
+
+
+def ngram_mask(ids, rng, options, span_counts=None):
+  """Chooses n-gram spans to predict and replaces their tokens (80% [MASK], 10% kept, 10% random).
+
+  Args:
+    ids: token ids of `[CLS] A [SEP] B [SEP]`.
+    rng: a `random.Random`; every draw comes from it, so a seeded rng reproduces the result.
+    options: `MaskingOptions`.
+    span_counts: optional list; `span_counts[n - 1]` is incremented per chosen n-gram (in words).
+
+  Returns:
+    (output_ids, masked_positions (sorted), masked_labels, token_boundary).
+  """
+  words, boundary = candidate_words(ids, options)
+  output = list(ids)
+  if options.masked_lm_prob == 0 or not words:
+    return output, [], [], boundary
+  budget = num_to_predict(len(ids), options)
+  cumulative = options.ngram_cumulative_weights
+  max_n = options.ngram
+  num_words = len(words)
+  order = list(range(num_words))
+  covered = set()
+  masked = []
+  random, randrange = rng.random, rng.randrange
+  # Entries are visited in a uniformly random order, as the original's full shuffle; the
+  # Fisher-Yates steps are taken lazily because the budget is met after a few entries.
+  for j in range(num_words):
+    if len(masked) >= budget:
+      break
+    k = randrange(j, num_words)
+    order[j], order[k] = order[k], order[j]
+    first = order[j]
+    available = min(max_n, num_words - first)
+    draw = random() * cumulative[available - 1]
+    n = 1
+    while cumulative[n - 1] <= draw and n < available:
+      n += 1
+    # Shorten while the n-gram would exceed the budget; skip it if even a unigram does.
+    while n > 0:
+      indexes = [i for word in words[first:first + n] for i in word]
+      if len(masked) + len(indexes) <= budget:
+        break
+      n -= 1
+    if n == 0 or any(i in covered for i in indexes):
+      continue
+    if span_counts is not None:
+      span_counts[n - 1] += 1
+    for i in indexes:
+      covered.add(i)
+      masked.append(i)
+      if random() < 0.8:
+        output[i] = options.mask_id
+      elif random() < 0.5:
+        pass  # keep the original token
+      else:
+        output[i] = randrange(options.vocab_size)  # any vocabulary entry, as the original
+  masked.sort()
+  return output, masked, [ids[i] for i in masked], boundary
