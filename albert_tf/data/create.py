@@ -234,9 +234,12 @@ def process_block(block_index, block):
     stats["instance_tokens"] += len(instance.input_ids)
     if len(instance.masked_lm_positions) < num_to_predict(len(instance.input_ids), masking):
       stats["under_budget_instances"] += 1
-  stats["single_sentence_skipped"] = instance_stats.get("single_sentence_skipped", 0)
+  for key in ("single_sentence_skipped", "random_partner"):
+    stats[key] = instance_stats.get(key, 0)
   for n, count in enumerate(instance_stats.get("span_counts", []), start=1):
-    stats[f"ngram_{n}"] = count
+    stats[f"masked_ngram_{n}"] = count
+  for n, count in enumerate(instance_stats.get("drawn_counts", []), start=1):
+    stats[f"drawn_ngram_{n}"] = count
   return serialized, dict(stats)
 
 

@@ -51,15 +51,18 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
   """Instances of one document; random-document partners come from `pool` (a list of
   documents that includes this one at `document_index`).
 
-  `stats` (optional dict) counts `single_sentence_skipped` under `pure_sop` and n-gram spans
-  under `span_counts`.
+  `stats` (optional dict) counts `random_partner` instances (B from another document),
+  `single_sentence_skipped` under `pure_sop`, and n-gram lengths under `span_counts`
+  (masked) and `drawn_counts` (drawn with all lengths available).
   """
   max_num_tokens = options.max_seq_length - 3
   target = max_num_tokens
   if rng.random() < options.short_seq_prob:
     target = rng.randint(2, max_num_tokens)
-  span_counts = stats.setdefault("span_counts", [0] * masking.ngram) if stats is not None \
-      else None
+  span_counts = drawn_counts = None
+  if stats is not None:
+    span_counts = stats.setdefault("span_counts", [0] * masking.ngram)
+    drawn_counts = stats.setdefault("drawn_counts", [0] * masking.ngram)
   cls_id, sep_id = masking.cls_id, masking.sep_id
   instances = []
   chunk, chunk_length = [], 0
@@ -87,6 +90,8 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
       tokens_b = []
       if len(chunk) == 1 or (options.random_next_sentence and rng.random() < 0.5):
         label = 1
+        if stats is not None:
+          stats["random_partner"] = stats.get("random_partner", 0) + 1
         target_b = target - len(tokens_a)
         for _ in range(10):
           other = rng.randint(0, len(pool) - 1)
@@ -110,7 +115,8 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
       tokens_a, tokens_b = truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
       ids = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
       segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-      output, positions, labels, boundary = ngram_mask(ids, rng, masking, span_counts)
+      output, positions, labels, boundary = ngram_mask(ids, rng, masking, span_counts,
+                                                         drawn_counts)
       instances.append(Instance(output, segment_ids, boundary, positions, labels, label))
       chunk, chunk_length = [], 0
     i += 1

@@ -66,14 +66,17 @@ def candidate_words(ids, options):
   return words, boundary
 
 
-def ngram_mask(ids, rng, options, span_counts=None):
+def ngram_mask(ids, rng, options, span_counts=None, drawn_counts=None):
   """Chooses n-gram spans to predict and replaces their tokens (80% [MASK], 10% kept, 10% random).
 
   Args:
     ids: token ids of `[CLS] A [SEP] B [SEP]`.
     rng: a `random.Random`; every draw comes from it, so a seeded rng reproduces the result.
     options: `MaskingOptions`.
-    span_counts: optional list; `span_counts[n - 1]` is incremented per chosen n-gram (in words).
+    span_counts: optional list; `span_counts[n - 1]` is incremented per masked n-gram (in
+      words, after any shortening to fit the budget).
+    drawn_counts: optional list; `drawn_counts[n - 1]` counts the n drawn where all `ngram`
+      lengths were available (so its shares are exactly the n-gram weights).
 
   Returns:
     (output_ids, masked_positions (sorted), masked_labels, token_boundary).
@@ -103,6 +106,8 @@ def ngram_mask(ids, rng, options, span_counts=None):
     n = 1
     while cumulative[n - 1] <= draw and n < available:
       n += 1
+    if drawn_counts is not None and available == max_n:
+      drawn_counts[n - 1] += 1
     # Shorten while the n-gram would exceed the budget; skip it if even a unigram does.
     while n > 0:
       indexes = [i for word in words[first:first + n] for i in word]
