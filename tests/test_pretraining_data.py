@@ -265,6 +265,15 @@ def test_real_data_pure_sop_never_pairs_with_a_random_document(tmp_path):
   assert default["statistics"]["random_partner"] > 0
 
 
+def test_a_document_without_blank_lines_is_cut_into_bounded_parts(tmp_path, caplog):
+  path = tmp_path / "one_huge_document.txt"
+  path.write_text("".join(f"Sentence number {i} of the only document.\n" for i in range(5000)))
+  out = tmp_path / "o.tfrecord"
+  metadata = create_pretraining_data([str(path)], [str(out)], options(block_bytes=2000))
+  assert metadata["read"]["split_documents"] >= 10 and metadata["read"]["documents"] >= 10
+  assert "longer than 16000 bytes is split" in caplog.text
+
+
 def test_blocks_stream_documents_lazily():
   def endless():
     while True:

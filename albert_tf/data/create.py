@@ -120,6 +120,7 @@ class ReadReport:
   documents: int = 0
   lines: int = 0
   bad_lines: int = 0
+  split_documents: int = 0
   empty_files: list = dataclasses.field(default_factory=list)
 
 
@@ -127,11 +128,13 @@ def iter_documents(input_files, options, report):
   """Yields documents (lists of raw text lines) from the files, streaming.
 
   Lines that do not decode are reported with file and line number and skipped (or fatal with
-  `strict`); CRLF endings and a UTF-8 byte-order mark are handled.
+  `strict`); CRLF endings and a UTF-8 byte-order mark are handled. A document longer than
+  8 blocks is cut into parts, so no single document can exhaust memory.
   """
   for path in input_files:
     report.files += 1
-    document = []
+    document, document_bytes = [], 0
+    max_document_bytes = 8 * options.block_bytes
     documents_before = report.documents
     with open(path, "rb") as f:
       for line_number, raw in enumerate(f, start=1):
@@ -151,11 +154,21 @@ def iter_documents(input_files, options, report):
           continue
         if line.strip():
           document.append(line)
+          document_bytes += len(raw)
           report.lines += 1
+          if document_bytes >= max_document_bytes:
+            # Bounded memory: a document with no blank line for megabytes is cut in parts.
+            if report.split_documents == 0:
+              logger.warning("%s:%d: document longer than %d bytes is split into parts",
+                             path, line_number, max_document_bytes)
+            report.split_documents += 1
+            report.documents += 1
+            yield document
+            document, document_bytes = [], 0
         elif document:
           report.documents += 1
           yield document
-          document = []
+          document, document_bytes = [], 0
     if document:
       report.documents += 1
       yield document
@@ -330,6 +343,7 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
       "max_predictions_per_seq": options.max_predictions_per_seq,
       "read": {"files": report.files, "bytes": report.bytes_read, "lines": report.lines,
                "documents": report.documents, "bad_lines": report.bad_lines,
+               "split_documents": report.split_documents,
                "empty_files": report.empty_files},
       "statistics": {k: totals[k] for k in sorted(totals)},
       "elapsed_seconds": round(elapsed, 3),
