@@ -161,12 +161,21 @@ def _is_tf1(names):
   return any(n.startswith(("bert/", "cls/", HUB_PREFIX + "bert/")) for n in names)
 
 
-def load_checkpoint(model, path):
+_GROUP = re.compile(r"(group_)(\d+)(/|\.S)")
+
+
+def _group0_name(name):
+  """The name of group 0's copy of a variable of another group (for --init_from_group0)."""
+  return _GROUP.sub(lambda m: m.group(1) + "0" + m.group(3), name, count=1)
+
+
+def load_checkpoint(model, path, init_from_group0=False):
   """Loads an original TF1 checkpoint or a native one into `model`; returns a `LoadReport`.
 
   TF1 checkpoints are recognised by their `bert/...` names (a TF-Hub module's `module/` prefix
   is accepted); optimizer slots and `global_step` are skipped. Every shape is checked before
-  anything is assigned, so a failed load leaves the model untouched.
+  anything is assigned, so a failed load leaves the model untouched. With `init_from_group0`
+  (the original's flag), groups missing from the checkpoint start from group 0's weights.
   """
   prefix = resolve_checkpoint_path(path)
   try:
@@ -175,9 +184,9 @@ def load_checkpoint(model, path):
     raise CheckpointError(f"cannot read checkpoint {prefix}: {e}") from None
   shapes = reader.get_variable_to_shape_map()
   if _is_tf1(shapes):
-    report = _load_tf1(model, reader, shapes, prefix)
+    report = _load_tf1(model, reader, shapes, prefix, init_from_group0)
   elif any(".ATTRIBUTES/VARIABLE_VALUE" in n for n in shapes):
-    report = _load_native(model, reader, shapes, prefix)
+    report = _load_native(model, reader, shapes, prefix, init_from_group0)
   else:
     raise CheckpointError(f"{prefix} is neither an original ALBERT checkpoint (no 'bert/' "
                           "names) nor an albert-tf checkpoint")
@@ -185,7 +194,16 @@ def load_checkpoint(model, path):
   return report
 
 
-def _load_tf1(model, reader, shapes, prefix):
+def _check_encoder_complete(missing, prefix):
+  if missing:
+    hint = (" (a checkpoint with fewer groups initialises every group with "
+            "init_from_group0 / --init_from_group0)" if any("group_" in n for n in missing)
+            else "")
+    raise CheckpointError(f"{prefix} does not hold this encoder's variables (another "
+                          f"config?): missing {missing[:3]}{hint}")
+
+
+def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
   if any(n.startswith(m) or n.startswith(HUB_PREFIX + m)
          for n in shapes for m in _BRIGHTMART_MARKERS):
     raise CheckpointError(
@@ -199,23 +217,28 @@ def _load_tf1(model, reader, shapes, prefix):
   skipped = sorted(k for k in stripped if _SKIPPED.search(k))
   available = {k: v for k, v in stripped.items() if not _SKIPPED.search(k)}
   targets = tf1_variable_map(model)
-  loaded, missing = [], []
+  loaded, missing, sources = [], [], {}
   for name, variable in targets.items():
-    if name not in available:
+    source = name
+    if name not in available and init_from_group0:
+      source = _group0_name(name)
+    if source not in available:
       missing.append(name)
       continue
-    ckpt_shape = list(shapes[available[name]])
+    ckpt_shape = list(shapes[available[source]])
     if ckpt_shape != variable.shape.as_list():
       raise CheckpointError(
-          f"shape mismatch: checkpoint variable '{available[name]}' {ckpt_shape} vs model "
+          f"shape mismatch: checkpoint variable '{available[source]}' {ckpt_shape} vs model "
           f"variable '{variable.name}' {variable.shape.as_list()} (checkpoint {prefix})")
     loaded.append(name)
+    sources[name] = source
   if not loaded:
     raise CheckpointError(f"no variable of {prefix} matches this model; names like "
                           f"{sorted(available)[:3]} were found")
+  _check_encoder_complete([n for n in missing if n.startswith("bert/")], prefix)
   for name in loaded:
-    targets[name].assign(reader.get_tensor(available[name]))
-  unused = sorted(set(available) - set(loaded))
+    targets[name].assign(reader.get_tensor(available[sources[name]]))
+  unused = sorted(set(available) - set(sources.values()))
   return LoadReport(prefix, "tf1", loaded, unused, missing, skipped)
 
 
@@ -234,7 +257,7 @@ def _native_variable_keys(checkpoint):
   return keys
 
 
-def _load_native(model, reader, shapes, prefix):
+def _load_native(model, reader, shapes, prefix, init_from_group0=False):
   roots = {n.split("/")[0] for n in shapes}
   if "encoder" not in roots:
     raise CheckpointError(f"{prefix} has no 'encoder' object; it is not an albert-tf model "
@@ -243,24 +266,25 @@ def _load_native(model, reader, shapes, prefix):
   parts = {role: getattr(ckpt, role) for role in ("encoder", "masked_lm", "sentence_order",
                                                   "head") if hasattr(ckpt, role)}
   targets = _native_variable_keys(tf.train.Checkpoint(**parts))
-  loaded, missing = [], []
+  loaded, missing, sources = [], [], {}
   for key, variable in targets.items():
-    if key not in shapes:
+    source = key
+    if key not in shapes and init_from_group0:
+      source = _group0_name(key)
+    if source not in shapes:
       missing.append(key)
       continue
-    if list(shapes[key]) != variable.shape.as_list():
+    if list(shapes[source]) != variable.shape.as_list():
       raise CheckpointError(
-          f"shape mismatch: checkpoint variable '{key}' {list(shapes[key])} vs model "
+          f"shape mismatch: checkpoint variable '{source}' {list(shapes[source])} vs model "
           f"variable '{variable.name}' {variable.shape.as_list()} (checkpoint {prefix})")
     loaded.append(key)
-  encoder_missing = [k for k in missing if k.startswith("encoder/")]
-  if encoder_missing:
-    raise CheckpointError(f"{prefix} does not hold this encoder's variables (another config?): "
-                          f"missing {encoder_missing[:3]}")
+    sources[key] = source
+  _check_encoder_complete([k for k in missing if k.startswith("encoder/")], prefix)
   for key in loaded:
-    targets[key].assign(reader.get_tensor(key))
+    targets[key].assign(reader.get_tensor(sources[key]))
   variables = [n for n in shapes if n.endswith("/.ATTRIBUTES/VARIABLE_VALUE")]
-  unused = sorted(set(variables) - set(loaded))
+  unused = sorted(set(variables) - set(sources.values()))
   return LoadReport(prefix, "native", sorted(loaded), unused, sorted(missing), [])
 
 

@@ -184,3 +184,23 @@ def test_native_checkpoint_of_another_config_is_an_error_naming_variables(tmp_pa
   grouped = AlbertEncoder(AlbertConfig.from_dict(dict(BASE, num_hidden_groups=3)))
   with pytest.raises(CheckpointError, match="group_1"):
     load_checkpoint(grouped, path)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_init_from_group0_copies_group_0_into_every_group(tmp_path, native):
+  from albert_tf.checkpoints import native_checkpoint
+  one_group = AlbertEncoder(AlbertConfig.from_dict(dict(BASE, num_hidden_layers=4)))
+  if native:
+    path = native_checkpoint(one_group).write(str(tmp_path / "ckpt-1"))
+  else:
+    path = save_tf1_checkpoint(one_group, str(tmp_path / "model.ckpt"))
+  grouped = AlbertEncoder(AlbertConfig.from_dict(dict(BASE, num_hidden_layers=4,
+                                                      num_hidden_groups=2)))
+  with pytest.raises(CheckpointError):
+    load_checkpoint(grouped, path)  # group_1 is missing without the flag
+  report = load_checkpoint(grouped, path, init_from_group0=True)
+  assert report.missing == [] and report.unused == []
+  source = one_group.attention_sublayers["group_0/inner_group_0"].attention.query.kernel
+  for key in ("group_0/inner_group_0", "group_1/inner_group_0"):
+    np.testing.assert_array_equal(
+        grouped.attention_sublayers[key].attention.query.kernel.numpy(), source.numpy())

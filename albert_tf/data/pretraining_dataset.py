@@ -1,0 +1,106 @@
+"""tf.data input for pretraining: shards -> parsed, batched examples with the model's names."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from albert_tf.data.records import decode_record
+
+
+def expand_file_patterns(patterns):
+  """Comma list and globs (local or gs://) -> sorted files; no match is an error naming it."""
+  files = []
+  for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
+    matches = sorted(tf.io.gfile.glob(pattern))
+    if not matches:
+      raise FileNotFoundError(f"--input_file pattern matches no file: {pattern}")
+    files += matches
+  if not files:
+    raise FileNotFoundError(f"--input_file {patterns!r} names no files")
+  return files
+
+
+def _to_model_inputs(example):
+  return {
+      "input_word_ids": example["input_ids"],
+      "input_mask": example["input_mask"],
+      "input_type_ids": example["segment_ids"],
+      "masked_lm_positions": example["masked_lm_positions"],
+      "masked_lm_ids": example["masked_lm_ids"],
+      "masked_lm_weights": example["masked_lm_weights"],
+      "next_sentence_labels": example["next_sentence_labels"],
+  }
+
+
+def pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_size,
+                        is_training, seed=None, input_context=None, shuffle_buffer=10000):
+  """Batches of `batch_size` (per replica) examples, static shapes (drop_remainder).
+
+  Training: files shuffled and read in parallel (interleave), records shuffled, repeated.
+  Eval: files read in order, once. With `input_context` each input pipeline reads its share
+  of the files (or of the records, when there are fewer files than pipelines).
+  """
+  dataset = tf.data.Dataset.from_tensor_slices(list(files))
+  shard_records = False
+  if input_context and input_context.num_input_pipelines > 1:
+    if len(files) >= input_context.num_input_pipelines:
+      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    else:
+      shard_records = True
+  if is_training:
+    dataset = dataset.shuffle(len(files), seed=seed).repeat()
+    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
+                                 num_parallel_calls=tf.data.AUTOTUNE,
+                                 deterministic=seed is not None)
+  else:
+    dataset = dataset.flat_map(tf.data.TFRecordDataset)
+  if shard_records:
+    dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+  if is_training:
+    dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+  dataset = dataset.map(lambda r: _to_model_inputs(decode_record(r, max_seq_length,
+                                                                 max_predictions_per_seq)),
+                        num_parallel_calls=tf.data.AUTOTUNE)
+  return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, vocab_size,
+                            sample=200):
+  """Clear errors when the records do not fit the flags or the config: lengths and ids."""
+  first = next(iter(tf.data.TFRecordDataset(files[:1]).take(1)), None)
+  if first is None:
+    raise ValueError(f"{files[0]} holds no records")
+  example = tf.train.Example.FromString(first.numpy()).features.feature
+  for name, flag, want in (("input_ids", "--max_seq_length", max_seq_length),
+                           ("masked_lm_positions", "--max_predictions_per_seq",
+                            max_predictions_per_seq)):
+    if name not in example:
+      raise ValueError(f"{files[0]} is not pretraining data: it has no '{name}' feature")
+    got = len(example[name].int64_list.value)
+    if got != want:
+      raise ValueError(f"{files[0]} has {name} of length {got} but {flag}={want}; pass "
+                       f"{flag}={got} or recreate the data")
+  batch = next(iter(tf.data.TFRecordDataset(files[:1]).take(sample).batch(sample).map(
+      lambda r: tf.io.parse_example(r, {"input_ids": tf.io.FixedLenFeature(
+          [max_seq_length], tf.int64)}))))
+  largest = int(tf.reduce_max(batch["input_ids"]))
+  if largest >= vocab_size:
+    raise ValueError(f"{files[0]} has token id {largest} but the config's vocab_size is "
+                     f"{vocab_size}: the data was made with another vocabulary")
+
+
+def count_instances(files):
+  """Instances in the shards from create_pretraining_data's JSON, if it is beside them."""
+  folder = os.path.dirname(files[0])
+  names = {os.path.basename(f) for f in files}
+  for candidate in tf.io.gfile.glob(os.path.join(folder, "*.json")):
+    try:
+      with tf.io.gfile.GFile(candidate) as f:
+        meta = json.load(f)
+      shards = {s["path"]: s["instances"] for s in meta.get("shards", [])}
+    except (ValueError, KeyError, TypeError):
+      continue
+    if names <= set(shards):
+      return sum(shards[n] for n in names)
+  return None

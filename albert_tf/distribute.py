@@ -1,0 +1,35 @@
+"""The tf.distribute strategy from the original's flags (`--use_tpu`, `--tpu_name`, ...)."""
+
+import logging
+
+import tensorflow as tf
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+logger = logging.getLogger(__name__)
+
+
+def create_strategy(name="one_device", tpu_name=None, tpu_zone=None, gcp_project=None,
+                    master=None):
+  """A strategy by name; `tpu` resolves the TPU from tpu_name/master, zone and project."""
+  if name not in STRATEGIES:
+    raise ValueError(f"--distribution_strategy must be one of {list(STRATEGIES)}, got {name!r}")
+  if name == "tpu":
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu_name or master, zone=tpu_zone, project=gcp_project)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  if name == "multi_worker_mirrored":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  gpus = tf.config.list_logical_devices("GPU")
+  if name == "one_device":
+    return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
+  devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+  return tf.distribute.MirroredStrategy(devices)
+
+
+def split_cpu(num_devices):
+  """Splits the CPU into `num_devices` logical devices (for mirrored training on a CPU)."""
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])

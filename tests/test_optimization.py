@@ -1,0 +1,73 @@
+"""LAMB, AdamW and the schedule against the original's formulas, a few steps by hand."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
+
+
+def test_schedule_warms_up_linearly_then_decays_from_step_zero():
+  schedule = AlbertLearningRate(1e-3, num_train_steps=100, num_warmup_steps=10, poly_power=2.0)
+  for step in (0, 3, 9):
+    assert float(schedule(step)) == pytest.approx(1e-3 * step / 10)
+  for step in (10, 50, 99, 100, 150):
+    assert float(schedule(step)) == pytest.approx(1e-3 * (1 - min(step, 100) / 100) ** 2)
+  shifted = AlbertLearningRate(1e-3, 100, num_warmup_steps=10, start_warmup_step=5)
+  assert float(shifted(5)) == 0.0 and float(shifted(10)) == pytest.approx(5e-4)
+  assert float(shifted(15)) == pytest.approx(1e-3 * (1 - 15 / 100))
+  assert float(AlbertLearningRate(1e-3, 100)(25)) == pytest.approx(7.5e-4)
+
+
+def numpy_steps(kind, w, grads, names, lr, bias_correction=False, wd=0.01, b1=0.9, b2=0.999,
+                eps=1e-6):
+  """The original's LAMB / AdamW update, written out in NumPy."""
+  w = [x.astype(np.float64).copy() for x in w]
+  m = [np.zeros_like(x) for x in w]
+  v = [np.zeros_like(x) for x in w]
+  for t, step_grads in enumerate(grads, start=1):
+    for i, g in enumerate(step_grads):
+      m[i] = b1 * m[i] + (1 - b1) * g
+      v[i] = b2 * v[i] + (1 - b2) * g * g
+      mh, vh = m[i], v[i]
+      if bias_correction:
+        mh, vh = m[i] / (1 - b1 ** t), v[i] / (1 - b2 ** t)
+      update = mh / (np.sqrt(vh) + eps)
+      excluded = any(k in names[i] for k in ("LayerNorm", "layer_norm", "bias"))
+      if not excluded:
+        update = update + wd * w[i]
+      ratio = 1.0
+      if kind == "lamb" and not excluded:
+        wn, un = np.linalg.norm(w[i]), np.linalg.norm(update)
+        ratio = wn / un if wn > 0 and un > 0 else 1.0
+      w[i] = w[i] - ratio * lr * update
+  return w
+
+
+@pytest.mark.parametrize("kind", ["lamb", "adamw"])
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_optimizer_steps_match_the_original_formulas(kind, bias_correction):
+  rng = np.random.default_rng(0)
+  names = ["encoder/dense/kernel", "encoder/dense/bias", "encoder/LayerNorm/gamma"]
+  init = [rng.normal(size=(4, 3)), rng.normal(size=(3,)), 1 + 0.1 * rng.normal(size=(3,))]
+  variables = [tf.Variable(x.astype(np.float32), name=n) for x, n in zip(init, names)]
+  grads = [[rng.normal(size=x.shape) for x in init] for _ in range(3)]
+  optimizer = create_optimizer(kind, 0.01, bias_correction=bias_correction)
+  for step_grads in grads:
+    optimizer.apply_gradients(zip([tf.constant(g, tf.float32) for g in step_grads], variables))
+  expected = numpy_steps(kind, init, grads, names, 0.01, bias_correction)
+  for var, want in zip(variables, expected):
+    np.testing.assert_allclose(var.numpy(), want, rtol=2e-5, atol=1e-6)
+
+
+def test_gradients_are_clipped_to_global_norm_one():
+  grads = [tf.constant([3.0, 4.0]), tf.constant([0.0, 0.0])]
+  clipped = clip_gradients(grads)
+  assert float(tf.linalg.global_norm(clipped)) == pytest.approx(1.0)
+  small = [tf.constant([0.3, 0.4])]
+  np.testing.assert_allclose(clip_gradients(small)[0].numpy(), [0.3, 0.4])
+
+
+def test_unknown_optimizer_is_named():
+  with pytest.raises(ValueError, match="--optimizer must be 'lamb' or 'adamw', got 'sgd'"):
+    create_optimizer("sgd", 0.1)
