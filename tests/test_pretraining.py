@@ -1,0 +1,243 @@
+"""run_pretraining: losses, eval results, checkpoints that resume, strategies, accumulation."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf import training
+from albert_tf.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
+from albert_tf.data.create import CreationOptions, create_pretraining_data
+from albert_tf.training import Pretrainer, PretrainingOptions, run_pretraining
+from conftest import ROOT, SHARED_DATA
+
+SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
+BOOK = SHARED_DATA / "corpus_en" / "nltk_gutenberg" / "austen-persuasion.txt"
+SUPPORT = ROOT / "tests" / "support_pretrain.py"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  """Real pretraining data (seq 32, 5 predictions) and two tiny configs (with/without dropout)."""
+  folder = tmp_path_factory.mktemp("pretraining")
+  shards = [str(folder / f"train-{i}.tfrecord") for i in range(2)]
+  create_pretraining_data([str(BOOK)], shards, CreationOptions(
+      spm_model_file=str(SPM), max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
+      num_workers=1))
+  tiny = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+  tiny.to_json_file(folder / "tiny.json")
+  tiny.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).to_json_file(
+      folder / "tiny_nodropout.json")
+  return folder
+
+
+def opts(data, out, **changes):
+  base = dict(albert_config_file=str(data / "tiny.json"),
+              input_file=str(data / "train-*.tfrecord"), output_dir=str(out),
+              max_seq_length=32, max_predictions_per_seq=5, do_train=True, do_eval=False,
+              train_batch_size=16, eval_batch_size=16, num_train_steps=20, num_warmup_steps=5,
+              learning_rate=0.005, save_checkpoints_steps=10, iterations_per_loop=5,
+              max_eval_steps=4, seed=3, log_every_seconds=0)
+  base.update(changes)
+  return PretrainingOptions(**base)
+
+
+def test_real_data_training_lowers_the_loss_and_writes_eval_results(data, tmp_path):
+  history = []
+  train, evaluation = run_pretraining(
+      opts(data, tmp_path, do_eval=True, num_train_steps=40, learning_rate=0.01), history=history)
+  assert [h["step"] for h in history] == [5, 10, 15, 20, 25, 30, 35, 40]
+  assert history[-1]["loss"] < history[0]["loss"] - 0.5
+  lines = (tmp_path / "eval_results.txt").read_text().splitlines()
+  assert [line.split(" = ")[0] for line in lines] == [
+      "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
+      "sentence_order_loss"]
+  assert "global_step = 40" in lines
+  assert evaluation["loss"] == pytest.approx(
+      evaluation["masked_lm_loss"] + evaluation["sentence_order_loss"], rel=0.05)
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-40")
+  assert tf.io.gfile.glob(str(tmp_path / "train" / "events.out.tfevents.*"))
+  assert tf.io.gfile.glob(str(tmp_path / "eval" / "events.out.tfevents.*"))
+
+
+def test_restart_resumes_from_the_latest_checkpoint(data, tmp_path):
+  history = []
+  run_pretraining(opts(data, tmp_path, num_train_steps=10), history=history)
+  first = Pretrainer(opts(data, tmp_path, num_train_steps=10))
+  first.restore_or_initialize()
+  weights_at_10 = first.model.encoder.embedding_layer.word_embeddings.numpy()
+  history = []
+  run_pretraining(opts(data, tmp_path, num_train_steps=20), history=history)
+  assert [h["step"] for h in history] == [15, 20]  # continued, not restarted
+  resumed = Pretrainer(opts(data, tmp_path, num_train_steps=20))
+  assert resumed.restore_or_initialize().endswith("ckpt-20")
+  assert resumed.global_step == 20
+  assert not np.array_equal(resumed.model.encoder.embedding_layer.word_embeddings.numpy(),
+                            weights_at_10)
+
+
+def test_real_data_sigkill_then_restart_reaches_the_final_step(data, tmp_path):
+  command = [sys.executable, str(ROOT / "run_pretraining.py"),
+             f"--albert_config_file={data / 'tiny.json'}",
+             f"--input_file={data / 'train-*.tfrecord'}", f"--output_dir={tmp_path}",
+             "--do_train", "--train_batch_size=8", "--max_seq_length=32",
+             "--max_predictions_per_seq=5", "--num_train_steps=400", "--num_warmup_steps=10",
+             "--save_checkpoints_steps=10", "--iterations_per_loop=10", "--keep_checkpoint_max=2"]
+  process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    deadline = time.time() + 120
+    while not list(tmp_path.glob("ckpt-*.index")) and time.time() < deadline:
+      time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+  finally:
+    process.wait(timeout=30)
+  assert list(tmp_path.glob("ckpt-*.index")), "no checkpoint within 120 s"
+  assert tf.train.latest_checkpoint(str(tmp_path)) is not None
+  short = [c.replace("--num_train_steps=400", "--num_train_steps=30") for c in command]
+  done = subprocess.run(short, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "Resumed from" in done.stderr
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-30")
+
+
+def _initial_checkpoint(data, folder):
+  model = AlbertPretrainer(AlbertConfig.from_json_file(data / "tiny_nodropout.json"))
+  return native_checkpoint(model).write(str(folder / "init" / "ckpt-0"))
+
+
+def _support(args, env=None, timeout=300):
+  return subprocess.Popen([sys.executable, str(SUPPORT)] + [str(a) for a in args],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _weights(folder):
+  with np.load(folder / "final_weights.npz") as f:
+    return {k: f[k] for k in f.files}
+
+
+def _assert_same_weights(a, b, rtol=1e-4):
+  assert set(a) == set(b)
+  for name in a:
+    np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=1e-6, err_msg=name)
+
+
+def test_real_data_mirrored_on_two_cpus_equals_one_device(data, tmp_path):
+  init = _initial_checkpoint(data, tmp_path)
+  config = data / "tiny_nodropout.json"
+  runs = {}
+  for name, strategy, cpus in (("one", "one_device", 1), ("mirrored", "mirrored", 2)):
+    process = _support([strategy, cpus, config, data / "train-*.tfrecord", init,
+                        tmp_path / name, 4, 16, 1])
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-2000:]
+    runs[name] = out
+  assert "replicas=1 step=4" in runs["one"] and "replicas=2 step=4" in runs["mirrored"]
+  _assert_same_weights(_weights(tmp_path / "one"), _weights(tmp_path / "mirrored"))
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_real_data_multi_worker_mirrored_two_processes_end_with_identical_weights(data,
+                                                                                  tmp_path):
+  init = _initial_checkpoint(data, tmp_path)
+  ports = [_free_port(), _free_port()]
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  processes = []
+  try:
+    for index in range(2):
+      env = dict(os.environ, TF_CONFIG=json.dumps(
+          {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+      processes.append(_support(["multi_worker_mirrored", 1, data / "tiny_nodropout.json",
+                                 data / "train-*.tfrecord", init, tmp_path / "run", 3, 16, 1],
+                                env=env))
+    outputs = [p.communicate(timeout=300) for p in processes]
+  finally:
+    for p in processes:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+  for p, (out, err) in zip(processes, outputs):
+    assert p.returncode == 0, err[-3000:]
+    assert "replicas=2 step=3" in out
+  chief = _weights(tmp_path / "run")
+  other = _weights(tmp_path / "run" / "workers" / "worker_1")
+  for name in chief:
+    np.testing.assert_array_equal(chief[name], other[name], err_msg=name)
+
+
+def test_gradient_accumulation_equals_one_step_on_the_whole_batch(data, tmp_path):
+  init = _initial_checkpoint(data, tmp_path)
+  weights = []
+  for k in (1, 4):
+    trainer = Pretrainer(opts(data, tmp_path / f"k{k}", init_checkpoint=init, num_train_steps=3,
+                              albert_config_file=str(data / "tiny_nodropout.json"),
+                              gradient_accumulation_steps=k, num_warmup_steps=0,
+                              learning_rate=0.01))
+    trainer.restore_or_initialize()
+    trainer.train()
+    weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.model).items()})
+  _assert_same_weights(weights[0], weights[1])
+  moved = weights[0]["bert/pooler/dense/kernel"]
+  assert not np.allclose(moved, tf.train.load_checkpoint(init).get_tensor(
+      "encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(data, tmp_path,
+                                                                           monkeypatch):
+  run_pretraining(opts(data, tmp_path, num_train_steps=10))
+  real = training.pretraining_losses
+
+  def poisoned(*args):
+    loss, mlm, sop = real(*args)
+    return loss * float("nan"), mlm, sop
+  monkeypatch.setattr(training, "pretraining_losses", poisoned)
+  with pytest.raises(FloatingPointError, match=r"loss is nan at step 15.*ckpt-10"):
+    run_pretraining(opts(data, tmp_path, num_train_steps=20))
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-10")
+
+
+def test_mismatched_config_data_and_flags_are_named(data, tmp_path):
+  with pytest.raises(ValueError, match=r"input_ids of length 32 but --max_seq_length=64"):
+    Pretrainer(opts(data, tmp_path, max_seq_length=64))
+  with pytest.raises(ValueError, match=r"length 5 but --max_predictions_per_seq=20"):
+    Pretrainer(opts(data, tmp_path, max_predictions_per_seq=20))
+  small_vocab = tmp_path / "small_vocab.json"
+  AlbertConfig.from_json_file(data / "tiny.json").replace(vocab_size=100).to_json_file(
+      small_vocab)
+  with pytest.raises(ValueError, match=r"token id \d+ but the config's vocab_size is 100"):
+    Pretrainer(opts(data, tmp_path, albert_config_file=str(small_vocab)))
+  with pytest.raises(FileNotFoundError, match="matches no file: .*nothing-\\*"):
+    Pretrainer(opts(data, tmp_path, input_file=str(tmp_path / "nothing-*")))
+  with pytest.raises(ValueError, match="--train_batch_size=10 is not divisible by 1 replicas "
+                                       "x 4 accumulation"):
+    Pretrainer(opts(data, tmp_path, train_batch_size=10, gradient_accumulation_steps=4))
+  other = AlbertEncoder(AlbertConfig.from_json_file(data / "tiny.json").replace(
+      intermediate_size=48))
+  init = native_checkpoint(other).write(str(tmp_path / "other" / "ckpt-1"))
+  trainer = Pretrainer(opts(data, tmp_path / "run", init_checkpoint=init))
+  with pytest.raises(CheckpointError, match="shape mismatch"):
+    trainer.restore_or_initialize()
+
+
+def test_cli_reports_errors_and_needs_train_or_eval(data, tmp_path):
+  base = [sys.executable, str(ROOT / "run_pretraining.py"),
+          f"--albert_config_file={data / 'tiny.json'}", f"--output_dir={tmp_path}",
+          "--max_seq_length=32", "--max_predictions_per_seq=5"]
+  bad = subprocess.run(base + ["--input_file=/no/such-*", "--do_train"], capture_output=True,
+                       text=True, timeout=120)
+  assert bad.returncode == 1 and "matches no file: /no/such-*" in bad.stderr
+  neither = subprocess.run(base + [f"--input_file={data / 'train-*.tfrecord'}"],
+                           capture_output=True, text=True, timeout=120)
+  assert neither.returncode == 1 and "--do_train or --do_eval" in neither.stderr
