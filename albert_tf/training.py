@@ -165,7 +165,9 @@ class Pretrainer:
     """Resumes from output_dir's latest checkpoint, else loads --init_checkpoint if given."""
     latest = self.manager.latest_checkpoint
     if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      status = self.checkpoint.restore(latest)
+      status.assert_existing_objects_matched()
+      status.expect_partial()  # eval-only runs have no optimizer slots to restore into
       logger.info("Resumed from %s at step %d", latest, self.global_step)
       return latest
     if self.options.init_checkpoint:
