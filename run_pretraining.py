@@ -61,6 +61,9 @@ flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pa
 flags.DEFINE_bool("bias_correction", False,
                   "Adam bias correction in LAMB/AdamW (the original has none).")
 flags.DEFINE_integer("seed", None, "Seed of the input shuffling.")
+flags.DEFINE_bool("checkpoint_input_pipeline", True,
+                  "Save the input position in checkpoints (one device / mirrored), so a resumed "
+                  "run reads exactly the batches an uninterrupted run would.")
 flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")
 
 

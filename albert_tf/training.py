@@ -62,6 +62,7 @@ class PretrainingOptions:
   weight_decay_rate: float = 0.01
   seed: int = None
   log_every_seconds: float = 10.0
+  checkpoint_input_pipeline: bool = True
 
 
 def pretraining_losses(outputs, batch, mlm_denominator, global_batch_size):
@@ -257,6 +258,11 @@ class Pretrainer:
     o = self.options
     train_loop = self._make_train_loop()
     iterator = iter(self._distributed_dataset(o.train_batch_size, True))
+    if o.checkpoint_input_pipeline and not isinstance(
+        self.strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
+      # The input position (shuffle buffers included) goes into every checkpoint, so a resumed
+      # run sees exactly the batches an uninterrupted one would; restored lazily if resuming.
+      self.checkpoint.input_pipeline = iterator
     writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
     instances = count_instances(self.files)
     if instances:

@@ -84,6 +84,22 @@ def test_restart_resumes_from_the_latest_checkpoint(data, tmp_path):
                             weights_at_10)
 
 
+def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(data, tmp_path):
+  init = _initial_checkpoint(data, tmp_path)
+  common = dict(albert_config_file=str(data / "tiny_nodropout.json"), init_checkpoint=init,
+                save_checkpoints_steps=5)
+  run_pretraining(opts(data, tmp_path / "straight", num_train_steps=10, **common))
+  run_pretraining(opts(data, tmp_path / "resumed", num_train_steps=5, **common))
+  run_pretraining(opts(data, tmp_path / "resumed", num_train_steps=10, **common))
+  weights = []
+  for name in ("straight", "resumed"):
+    trainer = Pretrainer(opts(data, tmp_path / name, num_train_steps=10, **common))
+    trainer.restore_or_initialize()
+    weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.model).items()})
+  for name in weights[0]:
+    np.testing.assert_array_equal(weights[0][name], weights[1][name], err_msg=name)
+
+
 def test_real_data_sigkill_then_restart_reaches_the_final_step(data, tmp_path):
   command = [sys.executable, str(ROOT / "run_pretraining.py"),
              f"--albert_config_file={data / 'tiny.json'}",
@@ -241,3 +257,23 @@ def test_cli_reports_errors_and_needs_train_or_eval(data, tmp_path):
   neither = subprocess.run(base + [f"--input_file={data / 'train-*.tfrecord'}"],
                            capture_output=True, text=True, timeout=120)
   assert neither.returncode == 1 and "--do_train or --do_eval" in neither.stderr
+
+
+@pytest.mark.parametrize("precision, jit", [("bfloat16", False), ("float16", False),
+                                            ("float32", True)])
+def test_mixed_precision_and_xla_train(data, tmp_path, precision, jit):
+  import tf_keras
+  try:
+    history = []
+    run_pretraining(opts(data, tmp_path, num_train_steps=4, iterations_per_loop=2,
+                         mixed_precision=precision, jit_compile=jit), history=history)
+    trainer = Pretrainer(opts(data, tmp_path, num_train_steps=4, mixed_precision=precision))
+    compute = {"bfloat16": "bfloat16", "float16": "float16"}.get(precision, "float32")
+    assert trainer.model.encoder.embedding_layer.compute_dtype == compute
+    assert trainer.model.encoder.embedding_layer.word_embeddings.dtype == tf.float32
+    if precision == "float16":
+      assert isinstance(trainer.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  assert [h["step"] for h in history] == [2, 4]
+  assert all(np.isfinite(h["loss"]) for h in history)
