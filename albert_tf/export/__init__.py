@@ -1,0 +1,1 @@
+"""Export: TF-Hub-style encoder SavedModels, in-graph preprocessing, TFLite."""

@@ -1,0 +1,105 @@
+"""The encoder as a TF-Hub-style SavedModel (and TFLite), from a checkpoint of ours or the original.
+
+Signatures (what TF Serving and `saved_model_cli run` call), batch first so REST's
+`{"instances": [...]}` row format works:
+  serving_default: input_word_ids, input_mask, input_type_ids  int32 [batch, seq]
+      -> pooled_output float32 [batch, hidden], sequence_output [batch, seq, hidden],
+         encoder_outputs [batch, L * inner_group_num, seq, hidden] (every block application)
+  mlm: the same inputs plus masked_lm_positions int32 [batch, P]
+      -> mlm_logits float32 [batch, P, vocab], plus the serving_default outputs
+Loaded with `tf.saved_model.load` (or `hub.KerasLayer(path, trainable=True)`) the object is
+also callable like the Keras encoder: a dict of inputs -> a dict with `encoder_outputs` as a
+list, and its variables are trainable, so fine-tuning can start from the export.
+"""
+
+import os
+
+import tensorflow as tf
+
+from albert_tf.modeling.encoder import INPUT_NAMES
+
+
+def _input_specs(max_seq_length=None):
+  return {name: tf.TensorSpec([None, max_seq_length], tf.int32, name=name)
+          for name in INPUT_NAMES}
+
+
+def _stacked(outputs):
+  return {"pooled_output": outputs["pooled_output"],
+          "sequence_output": outputs["sequence_output"],
+          "encoder_outputs": tf.stack(outputs["encoder_outputs"], axis=1)}
+
+
+class EncoderExport(tf.Module):
+  """What the encoder SavedModel holds: the Keras encoder (and MLM head) plus signatures.
+
+  It follows TF-Hub's reusable SavedModel API (`__call__(inputs, training)`, `variables`,
+  `trainable_variables`, `regularization_losses`), which `hub.KerasLayer` fine-tunes.
+  """
+  # Plain attributes in the saved object (tf.Module defines these as read-only properties).
+  variables = None
+  trainable_variables = None
+  regularization_losses = None
+
+  def __init__(self, pretrainer, max_seq_length=None):
+    super().__init__(name="albert_encoder")
+    self.encoder = pretrainer.encoder
+    self.masked_lm = pretrainer.masked_lm
+    self.variables = list(self.encoder.variables)
+    self.trainable_variables = list(self.encoder.trainable_variables)
+    self.regularization_losses = []
+    self.config_json = tf.Variable(pretrainer.config.to_json_string(), trainable=False,
+                                   name="albert_config_json")
+    specs = _input_specs(max_seq_length)
+    self.serving = tf.function(self._serving, input_signature=[specs])
+    mlm_specs = dict(specs, masked_lm_positions=tf.TensorSpec([None, None], tf.int32,
+                                                               name="masked_lm_positions"))
+    self.mlm = tf.function(self._mlm, input_signature=[mlm_specs])
+    self.__call__ = tf.function(self._call, input_signature=[specs, tf.TensorSpec([], tf.bool)])
+
+  def _call(self, inputs, training=False):
+    return self.encoder(inputs, training=training)
+
+  def _serving(self, inputs):
+    return _stacked(self.encoder(inputs, training=False))
+
+  def _mlm(self, inputs):
+    outputs = self.encoder({k: inputs[k] for k in INPUT_NAMES}, training=False)
+    result = _stacked(outputs)
+    result["mlm_logits"] = tf.cast(
+        self.masked_lm(outputs["sequence_output"], inputs["masked_lm_positions"]), tf.float32)
+    return result
+
+
+def export_encoder(pretrainer, export_dir, max_seq_length=None):
+  """Writes the encoder SavedModel atomically (temporary folder, then rename)."""
+  module = EncoderExport(pretrainer, max_seq_length)
+  tmp = export_dir.rstrip("/") + ".tmp"
+  if tf.io.gfile.exists(tmp):
+    tf.io.gfile.rmtree(tmp)
+  tf.saved_model.save(module, tmp, signatures={"serving_default": module.serving,
+                                               "mlm": module.mlm})
+  if tf.io.gfile.exists(export_dir):
+    tf.io.gfile.rmtree(export_dir)
+  tf.io.gfile.rename(tmp, export_dir)
+  return export_dir
+
+
+def export_tflite(saved_model_dir, tflite_file, max_seq_length=128, batch_size=1):
+  """Converts the serving signature at a fixed [batch, seq] shape; returns the file size."""
+  loaded = tf.saved_model.load(saved_model_dir)
+  serving = loaded.signatures["serving_default"]
+
+  @tf.function(input_signature=[tf.TensorSpec([batch_size, max_seq_length], tf.int32, name=n)
+                                for n in INPUT_NAMES])
+  def fixed(input_word_ids, input_mask, input_type_ids):
+    return serving(input_word_ids=input_word_ids, input_mask=input_mask,
+                   input_type_ids=input_type_ids)
+
+  converter = tf.lite.TFLiteConverter.from_concrete_functions(
+      [fixed.get_concrete_function()], loaded)
+  data = converter.convert()
+  with open(tflite_file + ".tmp", "wb") as f:
+    f.write(data)
+  os.replace(tflite_file + ".tmp", tflite_file)
+  return len(data)

@@ -1,0 +1,119 @@
+"""The encoder SavedModel: signatures, equality with the checkpoint, hub fine-tuning, TFLite."""
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
+from albert_tf.export.encoder import export_encoder, export_tflite
+from conftest import ROOT
+
+SEQ = 16
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """A model loaded from an original-format checkpoint and its export."""
+  folder = tmp_path_factory.mktemp("export")
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+      num_hidden_groups=2, inner_group_num=2, num_hidden_layers=2)
+  source = AlbertPretrainer(config)
+  for variable in source.trainable_variables:  # non-trivial values everywhere
+    variable.assign(tf.random.stateless_normal(variable.shape, [1, len(variable.name)]) * 0.1
+                    + (1.0 if "gamma" in variable.name else 0.0))
+  prefix = save_tf1_checkpoint(source, str(folder / "tf1" / "model.ckpt"))
+  model = AlbertPretrainer(config)
+  load_checkpoint(model, prefix)
+  export_dir = export_encoder(model, str(folder / "encoder"))
+  return model, export_dir, folder
+
+
+def inputs(batch=3, seq=SEQ, seed=0):
+  rng = np.random.default_rng(seed)
+  lengths = rng.integers(3, seq + 1, size=batch)
+  mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
+  ids = rng.integers(5, 30000, size=(batch, seq)).astype(np.int32) * mask
+  types = ((np.arange(seq)[None] >= lengths[:, None] // 2) * mask).astype(np.int32)
+  return {"input_word_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+          "input_type_ids": tf.constant(types)}
+
+
+def test_serving_and_mlm_signatures_match_the_checkpoint_model(exported):
+  model, export_dir, _ = exported
+  loaded = tf.saved_model.load(export_dir)
+  assert set(loaded.signatures) == {"serving_default", "mlm"}
+  x = inputs()
+  got = loaded.signatures["serving_default"](**x)
+  want = model.encoder(x, training=False)
+  np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], atol=1e-5)
+  np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=1e-5)
+  assert got["encoder_outputs"].shape == (3, 4, SEQ, 32)  # [batch, L * K, seq, hidden]
+  for i, layer_output in enumerate(want["encoder_outputs"]):
+    np.testing.assert_allclose(got["encoder_outputs"][:, i], layer_output, atol=1e-5)
+  positions = tf.constant([[1, 2], [0, 3], [2, 2]], tf.int32)
+  mlm = loaded.signatures["mlm"](masked_lm_positions=positions, **x)
+  expected = model(dict(x, masked_lm_positions=positions), training=False)["mlm_logits"]
+  np.testing.assert_allclose(mlm["mlm_logits"], expected, atol=1e-4)
+
+
+def test_export_reloads_as_a_trainable_keras_layer_for_fine_tuning(exported):
+  import tensorflow_hub as hub
+  model, export_dir, _ = exported
+  layer = hub.KerasLayer(export_dir, trainable=True)
+  x = inputs(seed=1)
+  np.testing.assert_allclose(layer(x)["pooled_output"],
+                             model.encoder(x, training=False)["pooled_output"], atol=1e-5)
+  assert len(layer.trainable_weights) == len(model.encoder.trainable_weights)
+  dropped = layer(x, training=True)["pooled_output"]  # tiny.json has dropout 0.1
+  assert np.abs(dropped - layer(x, training=False)["pooled_output"]).max() > 1e-4
+  head = tf_keras.layers.Dense(2)
+  optimizer = tf_keras.optimizers.SGD(0.1)
+  before = [w.numpy() for w in layer.trainable_weights]
+  with tf.GradientTape() as tape:
+    logits = head(layer(x, training=True)["pooled_output"])
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits([0, 1, 0], logits))
+  variables = layer.trainable_weights + head.trainable_weights
+  optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+  changed = sum(not np.array_equal(b, w.numpy()) for b, w in zip(before,
+                                                                 layer.trainable_weights))
+  assert changed > len(before) // 2
+
+
+def test_tflite_encoder_matches_the_savedmodel_and_is_small(exported):
+  from ai_edge_litert.interpreter import Interpreter
+  model, export_dir, folder = exported
+  path = str(folder / "encoder.tflite")
+  size = export_tflite(export_dir, path, max_seq_length=SEQ)
+  params = model.encoder.count_params()
+  assert size < 4 * params * 1.2  # float32 weights plus a little graph
+  runner = Interpreter(model_path=path).get_signature_runner()
+  x = inputs(batch=1, seed=2)
+  got = runner(**{k: v.numpy() for k, v in x.items()})
+  want = model.encoder(x, training=False)
+  # Stated tolerance: 1e-4 absolute (TFLite's fused kernels round differently).
+  np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], atol=1e-4)
+  np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=1e-4)
+
+
+def test_saved_model_cli_shows_and_runs_the_signatures(exported):
+  _, export_dir, _ = exported
+  cli = str(pathlib.Path(sys.executable).parent / "saved_model_cli")
+  shown = subprocess.run([cli, "show", "--dir", export_dir, "--all"], capture_output=True,
+                         text=True, timeout=120)
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  for text in ("signature_def['serving_default']", "signature_def['mlm']",
+               "inputs['input_word_ids'] tensor_info:", "dtype: DT_INT32",
+               "outputs['pooled_output'] tensor_info:", "outputs['mlm_logits'] tensor_info:"):
+    assert text in shown.stdout
+  ran = subprocess.run(
+      [cli, "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
+       "serving_default", "--input_exprs",
+       "input_word_ids=[[2,7,8,3]];input_mask=[[1,1,1,1]];input_type_ids=[[0,0,0,0]]"],
+      capture_output=True, text=True, timeout=120)
+  assert ran.returncode == 0, ran.stderr[-2000:]
+  assert "pooled_output" in ran.stdout
