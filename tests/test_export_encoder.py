@@ -117,3 +117,23 @@ def test_saved_model_cli_shows_and_runs_the_signatures(exported):
       capture_output=True, text=True, timeout=120)
   assert ran.returncode == 0, ran.stderr[-2000:]
   assert "pooled_output" in ran.stdout
+
+
+def test_export_cli_writes_the_encoder_and_rejects_a_checkpoint_of_another_shape(exported,
+                                                                               tmp_path):
+  model, _, folder = exported
+  base = [sys.executable, str(ROOT / "export_savedmodel.py"),
+          f"--checkpoint={folder / 'tf1' / 'model.ckpt'}", "--max_seq_length=16"]
+  config = tmp_path / "config.json"
+  model.config.to_json_file(config)
+  ok = subprocess.run(base + [f"--albert_config_file={config}",
+                              f"--export_dir={tmp_path / 'out'}"],
+                      capture_output=True, text=True, timeout=300)
+  assert ok.returncode == 0, ok.stderr[-2000:]
+  assert (tmp_path / "out" / "encoder" / "saved_model.pb").exists()
+  model.config.replace(intermediate_size=48).to_json_file(config)
+  bad = subprocess.run(base + [f"--albert_config_file={config}",
+                               f"--export_dir={tmp_path / 'bad'}"],
+                       capture_output=True, text=True, timeout=300)
+  assert bad.returncode == 1 and "shape mismatch" in bad.stderr
+  assert not (tmp_path / "bad" / "encoder").exists()
