@@ -194,6 +194,30 @@ def load_checkpoint(model, path, init_from_group0=False):
   return report
 
 
+def _match(targets, available, shapes, prefix, init_from_group0):
+  """Pairs model variables with checkpoint names and checks every shape before any assignment.
+
+  `available` maps a model-side name to the checkpoint's own name (e.g. with `module/`).
+  Returns (loaded names, missing names, {name: source name}).
+  """
+  loaded, missing, sources = [], [], {}
+  for name, variable in targets.items():
+    source = name
+    if name not in available and init_from_group0:
+      source = _group0_name(name)
+    if source not in available:
+      missing.append(name)
+      continue
+    ckpt_shape = list(shapes[available[source]])
+    if ckpt_shape != variable.shape.as_list():
+      raise CheckpointError(
+          f"shape mismatch: checkpoint variable '{available[source]}' {ckpt_shape} vs model "
+          f"variable '{variable.name}' {variable.shape.as_list()} (checkpoint {prefix})")
+    loaded.append(name)
+    sources[name] = source
+  return loaded, missing, sources
+
+
 def _check_encoder_complete(missing, prefix):
   if missing:
     hint = (" (a checkpoint with fewer groups initialises every group with "
@@ -217,21 +241,7 @@ def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
   skipped = sorted(k for k in stripped if _SKIPPED.search(k))
   available = {k: v for k, v in stripped.items() if not _SKIPPED.search(k)}
   targets = tf1_variable_map(model)
-  loaded, missing, sources = [], [], {}
-  for name, variable in targets.items():
-    source = name
-    if name not in available and init_from_group0:
-      source = _group0_name(name)
-    if source not in available:
-      missing.append(name)
-      continue
-    ckpt_shape = list(shapes[available[source]])
-    if ckpt_shape != variable.shape.as_list():
-      raise CheckpointError(
-          f"shape mismatch: checkpoint variable '{available[source]}' {ckpt_shape} vs model "
-          f"variable '{variable.name}' {variable.shape.as_list()} (checkpoint {prefix})")
-    loaded.append(name)
-    sources[name] = source
+  loaded, missing, sources = _match(targets, available, shapes, prefix, init_from_group0)
   if not loaded:
     raise CheckpointError(f"no variable of {prefix} matches this model; names like "
                           f"{sorted(available)[:3]} were found")
@@ -266,20 +276,8 @@ def _load_native(model, reader, shapes, prefix, init_from_group0=False):
   parts = {role: getattr(ckpt, role) for role in ("encoder", "masked_lm", "sentence_order",
                                                   "head") if hasattr(ckpt, role)}
   targets = _native_variable_keys(tf.train.Checkpoint(**parts))
-  loaded, missing, sources = [], [], {}
-  for key, variable in targets.items():
-    source = key
-    if key not in shapes and init_from_group0:
-      source = _group0_name(key)
-    if source not in shapes:
-      missing.append(key)
-      continue
-    if list(shapes[source]) != variable.shape.as_list():
-      raise CheckpointError(
-          f"shape mismatch: checkpoint variable '{source}' {list(shapes[source])} vs model "
-          f"variable '{variable.name}' {variable.shape.as_list()} (checkpoint {prefix})")
-    loaded.append(key)
-    sources[key] = source
+  loaded, missing, sources = _match(targets, {k: k for k in shapes}, shapes, prefix,
+                                    init_from_group0)
   _check_encoder_complete([k for k in missing if k.startswith("encoder/")], prefix)
   for key in loaded:
     targets[key].assign(reader.get_tensor(sources[key]))
