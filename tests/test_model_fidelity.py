@@ -204,3 +204,27 @@ def test_init_from_group0_copies_group_0_into_every_group(tmp_path, native):
   for key in ("group_0/inner_group_0", "group_1/inner_group_0"):
     np.testing.assert_array_equal(
         grouped.attention_sublayers[key].attention.query.kernel.numpy(), source.numpy())
+
+
+@pytest.mark.parametrize("num_labels", [3, 1])
+def test_classifier_head_matches_the_original_and_round_trips_its_names(tmp_path, num_labels):
+  from albert_tf.modeling.classifier import AlbertClassifier
+  config = AlbertConfig.from_dict(BASE)
+  weights = ref.random_tf1_weights(BASE, heads=False, seed=5)
+  rng = np.random.default_rng(5)
+  weights["output_weights"] = rng.normal(size=(num_labels, 16)).astype(np.float32)
+  weights["output_bias"] = rng.normal(size=(num_labels,)).astype(np.float32)
+  prefix = str(tmp_path / "classifier.ckpt")
+  ref.write_tf1_checkpoint(prefix, weights, with_optimizer_slots=True)
+  model = AlbertClassifier(config, num_labels)
+  report = load_checkpoint(model, prefix)
+  assert "output_weights" in report.loaded and report.unused == []
+  inputs = make_inputs(BASE)
+  del inputs["masked_lm_positions"]
+  logits = model({k: tf.constant(v) for k, v in inputs.items()}, training=False)
+  pooled = ref.reference_forward(weights, BASE, inputs["input_word_ids"], inputs["input_mask"],
+                                 inputs["input_type_ids"])["pooled_output"]
+  expected = pooled @ weights["output_weights"].T + weights["output_bias"]
+  assert_close(logits, expected[:, 0] if num_labels == 1 else expected)
+  saved = save_tf1_checkpoint(model, str(tmp_path / "out" / "model.ckpt"))
+  assert {"output_weights", "output_bias"} <= set(dict(tf.train.list_variables(saved)))

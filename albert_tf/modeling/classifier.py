@@ -1,0 +1,67 @@
+"""AlbertClassifier: the encoder plus the original's sentence classification / regression head."""
+
+import tensorflow as tf
+import tf_keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling.embedding import truncated_normal
+from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder, encoder_inputs
+
+
+class ClassificationHead(tf_keras.layers.Layer):
+  """Dropout 0.1 on the pooled output, then logits = x @ output_weights^T + output_bias.
+
+  Weights are stored `[num_labels, hidden]` as the original's `output_weights`; one output
+  (regression, STS-B) is squeezed to `[batch]`.
+  """
+
+  def __init__(self, num_labels, hidden_size, dropout_rate=0.1, initializer_range=0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.num_labels = num_labels
+    self.hidden_size = hidden_size
+    self.dropout_rate = dropout_rate
+    self.initializer_range = initializer_range
+    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+
+  def build(self, input_shape):
+    self.output_weights = self.add_weight(
+        "output_weights", [self.num_labels, self.hidden_size],
+        initializer=truncated_normal(self.initializer_range))
+    self.output_bias = self.add_weight("output_bias", [self.num_labels], initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, pooled_output, training=None):
+    x = self.dropout(pooled_output, training=training)
+    logits = tf.matmul(x, tf.cast(self.output_weights, x.dtype), transpose_b=True)
+    logits = tf.cast(logits + tf.cast(self.output_bias, x.dtype), tf.float32)
+    return tf.squeeze(logits, -1) if self.num_labels == 1 else logits
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_labels=self.num_labels, hidden_size=self.hidden_size,
+                  dropout_rate=self.dropout_rate, initializer_range=self.initializer_range)
+    return config
+
+
+class AlbertClassifier(tf_keras.Model):
+  """Encoder + classification head. Inputs: the encoder's dict; output: logits `[batch, C]`
+  (or `[batch]` for regression, `num_labels=1`)."""
+
+  def __init__(self, config, num_labels, encoder=None, **kwargs):
+    if isinstance(config, dict):
+      config = AlbertConfig.from_dict(config)
+    encoder = encoder or AlbertEncoder(config, name="encoder")
+    head = ClassificationHead(num_labels, config.hidden_size,
+                              initializer_range=config.initializer_range, name="classifier")
+    inputs = encoder_inputs()
+    logits = head(encoder({k: inputs[k] for k in INPUT_NAMES})["pooled_output"])
+    super().__init__(inputs=inputs, outputs=logits, **kwargs)
+    self.config = config
+    self.encoder = encoder
+    self.head = head
+    self.num_labels = num_labels
+
+  def tf1_head_variables(self):
+    """The original's names: `output_weights` and `output_bias` at the top level."""
+    return {"output_weights": self.head.output_weights, "output_bias": self.head.output_bias}
