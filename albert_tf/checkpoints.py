@@ -31,7 +31,7 @@ class CheckpointError(ValueError):
 class LoadReport:
   """What `load_checkpoint` did: which names were loaded, left unused, or not found."""
   path: str
-  format: str  # "tf1" or "native"
+  format: str  # "tf1", "native" or "savedmodel"
   loaded: list
   unused: list  # in the checkpoint, not in the model
   missing: list  # in the model, not in the checkpoint (left as initialised)
@@ -69,20 +69,18 @@ def _layer_norm(names, prefix, layer):
   names[prefix + "/beta"] = layer.beta
 
 
-def tf1_variable_map(model):
-  """`{original TF1 name: tf.Variable}` for an encoder, a pretrainer, or a task model.
-
-  Task models add their heads' names with a `tf1_head_variables()` method returning a dict.
-  """
-  encoder = find_encoder(model)
+def _encoder_tf1_names(encoder):
+  """The encoder's variables by original name; duck-typed, so it also walks an exported
+  encoder restored with `tf.saved_model.load`."""
   names = {}
   emb = encoder.embedding_layer
   names["bert/embeddings/word_embeddings"] = emb.word_embeddings
   names["bert/embeddings/token_type_embeddings"] = emb.token_type_embeddings
   names["bert/embeddings/position_embeddings"] = emb.position_embeddings
   _layer_norm(names, "bert/embeddings/LayerNorm", emb.layer_norm)
-  if encoder.embedding_projection is not None:
-    _dense(names, "bert/encoder/embedding_hidden_mapping_in", encoder.embedding_projection)
+  projection = getattr(encoder, "embedding_projection", None)
+  if projection is not None:
+    _dense(names, "bert/encoder/embedding_hidden_mapping_in", projection)
   for key, sub in sorted(encoder.attention_sublayers.items()):
     scope = f"bert/encoder/transformer/{key}"
     _dense(names, scope + "/attention_1/self/query", sub.attention.query)
@@ -96,11 +94,26 @@ def tf1_variable_map(model):
     _dense(names, scope + "/ffn_1/intermediate/output/dense", sub.output_dense)
     _layer_norm(names, scope + "/LayerNorm_1", sub.layer_norm)
   _dense(names, "bert/pooler/dense", encoder.pooler_layer)
+  return names
+
+
+def _masked_lm_tf1_names(masked_lm):
+  names = {}
+  _dense(names, "cls/predictions/transform/dense", masked_lm.dense)
+  _layer_norm(names, "cls/predictions/transform/LayerNorm", masked_lm.layer_norm)
+  names["cls/predictions/output_bias"] = masked_lm.output_bias
+  return names
+
+
+def tf1_variable_map(model):
+  """`{original TF1 name: tf.Variable}` for an encoder, a pretrainer, or a task model.
+
+  Task models add their heads' names with a `tf1_head_variables()` method returning a dict.
+  """
+  names = _encoder_tf1_names(find_encoder(model))
   masked_lm = getattr(model, "masked_lm", None)
   if masked_lm is not None:
-    _dense(names, "cls/predictions/transform/dense", masked_lm.dense)
-    _layer_norm(names, "cls/predictions/transform/LayerNorm", masked_lm.layer_norm)
-    names["cls/predictions/output_bias"] = masked_lm.output_bias
+    names.update(_masked_lm_tf1_names(masked_lm))
   sentence_order = getattr(model, "sentence_order", None)
   if sentence_order is not None:
     names["cls/seq_relationship/output_weights"] = sentence_order.output_weights
@@ -170,13 +183,18 @@ def _group0_name(name):
 
 
 def load_checkpoint(model, path, init_from_group0=False):
-  """Loads an original TF1 checkpoint or a native one into `model`; returns a `LoadReport`.
+  """Loads an original TF1 checkpoint, a native one, or an encoder SavedModel exported by
+  `albert_tf.export` into `model`; returns a `LoadReport`.
 
   TF1 checkpoints are recognised by their `bert/...` names (a TF-Hub module's `module/` prefix
   is accepted); optimizer slots and `global_step` are skipped. Every shape is checked before
   anything is assigned, so a failed load leaves the model untouched. With `init_from_group0`
   (the original's flag), groups missing from the checkpoint start from group 0's weights.
   """
+  if tf.io.gfile.exists(os.path.join(os.fspath(path), "saved_model.pb")):
+    report = _load_saved_model(model, os.fspath(path))
+    logger.info(report.summary())
+    return report
   prefix = resolve_checkpoint_path(path)
   try:
     reader = tf.train.load_checkpoint(prefix)
@@ -250,6 +268,25 @@ def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
     targets[name].assign(reader.get_tensor(available[sources[name]]))
   unused = sorted(set(available) - set(sources.values()))
   return LoadReport(prefix, "tf1", loaded, unused, missing, skipped)
+
+
+def _load_saved_model(model, path):
+  """Weights from an encoder SavedModel written by `albert_tf.export` (TF1 names as the key)."""
+  loaded = tf.saved_model.load(path)
+  encoder = getattr(loaded, "encoder", None)
+  if encoder is None or not hasattr(encoder, "embedding_layer"):
+    raise CheckpointError(f"{path} is a SavedModel but not an albert-tf encoder export")
+  sources = _encoder_tf1_names(encoder)
+  if getattr(loaded, "masked_lm", None) is not None:
+    sources.update(_masked_lm_tf1_names(loaded.masked_lm))
+  shapes = {name: v.shape.as_list() for name, v in sources.items()}
+  targets = tf1_variable_map(model)
+  loaded_names, missing, matched = _match(targets, {k: k for k in shapes}, shapes, path, False)
+  _check_encoder_complete([n for n in missing if n.startswith("bert/")], path)
+  for name in loaded_names:
+    targets[name].assign(sources[matched[name]])
+  unused = sorted(set(shapes) - set(matched.values()))
+  return LoadReport(path, "savedmodel", loaded_names, unused, missing, [])
 
 
 def _native_variable_keys(checkpoint):

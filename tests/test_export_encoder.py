@@ -137,3 +137,14 @@ def test_export_cli_writes_the_encoder_and_rejects_a_checkpoint_of_another_shape
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode == 1 and "shape mismatch" in bad.stderr
   assert not (tmp_path / "bad" / "encoder").exists()
+
+
+def test_a_model_initialised_from_the_exported_encoder_gives_its_outputs(exported):
+  from albert_tf.modeling.classifier import AlbertClassifier
+  model, export_dir, _ = exported
+  classifier = AlbertClassifier(model.config, num_labels=2)
+  report = load_checkpoint(classifier, export_dir)
+  assert report.format == "savedmodel" and report.missing == ["output_weights", "output_bias"]
+  x = inputs(seed=3)
+  np.testing.assert_array_equal(classifier.encoder(x, training=False)["pooled_output"],
+                                model.encoder(x, training=False)["pooled_output"])
