@@ -1,0 +1,295 @@
+"""Fine-tuning for sentence (pair) classification and regression: the run_classifier job.
+
+Features are cached as TFRecords; training is a custom loop on any strategy (the global-batch
+loss, cross-replica gradient sum, clipping at 1.0 and the optimizers of `optimization.py`, as in
+pretraining); after each checkpoint the dev set is evaluated and the best checkpoint by the
+task's first metric is kept in `output_dir/best`.
+"""
+
+import dataclasses
+import logging
+import math
+import os
+import shutil
+import time
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from albert_tf import tokenization
+from albert_tf.checkpoints import load_checkpoint, native_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.data import classification
+from albert_tf.metrics import compute_metrics
+from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class ClassifierOptions:
+  """run_classifier.py's flags (the original's names and defaults)."""
+  task_name: str = None
+  data_dir: str = None
+  output_dir: str = None
+  albert_config_file: str = None
+  init_checkpoint: str = None
+  albert_hub_module_handle: str = None
+  spm_model_file: str = None
+  vocab_file: str = None
+  do_lower_case: bool = True
+  max_seq_length: int = 512
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  optimizer: str = "adamw"
+  train_step: int = 1000
+  warmup_step: int = 0
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  iterations_per_loop: int = 1000
+  cached_dir: str = None
+  seed: int = None
+  log_every_seconds: float = 10.0
+  csv_options: dict = dataclasses.field(default_factory=dict)
+
+
+class ClassifierRunner:
+  """Data, model, optimizer and checkpoints of one fine-tuning job."""
+
+  def __init__(self, options, strategy=None):
+    self.options = o = options
+    self.strategy = strategy or tf.distribute.get_strategy()
+    self.processor = classification.get_processor(o.task_name, **o.csv_options)
+    self.regression = self.processor.is_regression
+    self.labels = None if self.regression else self.processor.get_labels(
+        **({"data_dir": o.data_dir} if o.task_name.lower() == "csv" else {}))
+    self.config = AlbertConfig.from_json_file(o.albert_config_file)
+    if o.max_seq_length > self.config.max_position_embeddings:
+      raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
+                       f"max_position_embeddings={self.config.max_position_embeddings}")
+    if o.do_train and o.train_batch_size % self.strategy.num_replicas_in_sync:
+      raise ValueError(f"--train_batch_size={o.train_batch_size} is not divisible by "
+                       f"{self.strategy.num_replicas_in_sync} replicas")
+    self.tokenizer = tokenization.FullTokenizer(
+        vocab_file=None if o.spm_model_file else o.vocab_file, do_lower_case=o.do_lower_case,
+        spm_model_file=o.spm_model_file)
+    if self.tokenizer.vocab_size != self.config.vocab_size:
+      raise ValueError(f"the tokenizer has {self.tokenizer.vocab_size} entries but "
+                       f"{o.albert_config_file} says vocab_size={self.config.vocab_size}")
+    tf.io.gfile.makedirs(o.output_dir)
+    with self.strategy.scope():
+      self.model = AlbertClassifier(self.config, 1 if self.regression else len(self.labels))
+      self.schedule = AlbertLearningRate(o.learning_rate, o.train_step, o.warmup_step)
+      self.optimizer = create_optimizer(o.optimizer, self.schedule)
+      self.checkpoint = native_checkpoint(self.model, optimizer=self.optimizer)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, o.output_dir, max_to_keep=o.keep_checkpoint_max,
+        step_counter=self.optimizer.iterations, checkpoint_name="ckpt")
+
+  last_eval = None  # the latest dev results of this run
+
+  @property
+  def global_step(self):
+    return int(self.optimizer.iterations.numpy())
+
+  def restore_or_initialize(self):
+    latest = self.manager.latest_checkpoint
+    if latest:
+      status = self.checkpoint.restore(latest)
+      status.assert_existing_objects_matched()
+      status.expect_partial()
+      logger.info("Resumed from %s at step %d", latest, self.global_step)
+      return
+    start = self.options.albert_hub_module_handle or self.options.init_checkpoint
+    if start:
+      logger.info(load_checkpoint(self.model, start).summary())
+    else:
+      logger.warning("no --init_checkpoint or --albert_hub_module_handle: training from "
+                     "random weights")
+
+  # --- data ---------------------------------------------------------------------------------
+  def _records(self, split):
+    """The split's examples and their cached TFRecord (built once per task, split and length)."""
+    o = self.options
+    examples = getattr(self.processor, f"get_{split}_examples")(o.data_dir)
+    if not examples:
+      raise ValueError(f"the {split} split of {o.task_name} in {o.data_dir} is empty")
+    folder = o.cached_dir or o.output_dir
+    tf.io.gfile.makedirs(folder)
+    path = os.path.join(folder, f"{self.processor.name}_{split}_{o.max_seq_length}.tf_record")
+    if not tf.io.gfile.exists(path):
+      features = classification.convert_examples_to_features(
+          examples, self.labels, o.max_seq_length, self.tokenizer)
+      classification.write_features_tfrecord(features, path)
+    return examples, path
+
+  # --- train --------------------------------------------------------------------------------
+  def _loss(self, logits, labels):
+    if self.regression:
+      return tf.square(logits - tf.cast(labels, tf.float32))
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32),
+                                                          logits=logits)
+
+  def _make_train_loop(self):
+    model, optimizer = self.model, self.optimizer
+    global_batch = self.options.train_batch_size
+    with self.strategy.scope():
+      self.train_loss = tf_keras.metrics.Mean("loss")
+
+    def replica_step(batch):
+      ctx = tf.distribute.get_replica_context()
+      with tf.GradientTape() as tape:
+        logits = model({n: batch[n] for n in INPUT_NAMES}, training=True)
+        loss = tf.reduce_sum(self._loss(logits, batch["label_ids"])) / float(global_batch)
+      grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+      optimizer.apply_gradients(zip(clip_gradients(grads), model.trainable_variables),
+                                experimental_aggregate_gradients=False)
+      self.train_loss.update_state(ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss))
+
+    @tf.function
+    def train_loop(iterator, steps):
+      for _ in tf.range(steps):
+        self.strategy.run(replica_step, args=(next(iterator),))
+    return train_loop
+
+  def train(self):
+    o = self.options
+    _, path = self._records("train")
+    dataset = classification.classification_dataset(path, o.max_seq_length, o.train_batch_size,
+                                                    True, self.regression, seed=o.seed)
+    iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+    train_loop = self._make_train_loop()
+    writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "train"))
+    best = self._best_score()
+    start_step, start_time, last_log = self.global_step, time.time(), 0.0
+    while self.global_step < o.train_step:
+      step = self.global_step
+      next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
+      steps = min(o.iterations_per_loop, o.train_step - step, next_save - step)
+      self.train_loss.reset_state()
+      train_loop(iterator, tf.constant(steps, tf.int32))
+      step, loss = self.global_step, float(self.train_loss.result())
+      if not math.isfinite(loss):
+        raise FloatingPointError(f"loss is {loss} at step {step}; the last good checkpoint is "
+                                 f"{self.manager.latest_checkpoint or 'none'}")
+      with writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("learning_rate", float(self.schedule(step)))
+      if step % o.save_checkpoints_steps == 0 or step == o.train_step:
+        saved = self.manager.save(checkpoint_number=step)
+        if o.do_eval:
+          results = self.evaluate()
+          best = self._keep_if_best(saved, results, best)
+      now = time.time()
+      if now - last_log >= o.log_every_seconds or step == o.train_step:
+        last_log = now
+        rate = (step - start_step) / max(now - start_time, 1e-9)
+        eta = (o.train_step - step) / rate if rate > 0 else float("inf")
+        logger.info("step %d/%d  loss %.4f  %.2f steps/s  %.1f examples/s  ETA %.0fs", step,
+                    o.train_step, loss, rate, rate * o.train_batch_size, eta)
+    writer.flush()
+
+  # --- eval and predict ---------------------------------------------------------------------
+  def _predict(self, path, batch_size):
+    dataset = classification.classification_dataset(path, self.options.max_seq_length,
+                                                    batch_size, False, self.regression)
+    model = self.model
+
+    @tf.function
+    def step(batch):
+      return model({n: batch[n] for n in INPUT_NAMES}, training=False)
+
+    outputs, labels = [], []
+    for batch in dataset:
+      outputs.append(step(batch).numpy())
+      labels.append(batch["label_ids"].numpy())
+    return np.concatenate(outputs), np.concatenate(labels)
+
+  def evaluate(self):
+    o = self.options
+    _, path = self._records("dev")
+    outputs, labels = self._predict(path, o.eval_batch_size)
+    loss = float(np.mean(self._loss(tf.constant(outputs), tf.constant(labels)).numpy()))
+    results = {"global_step": self.global_step, "loss": loss}
+    results.update(compute_metrics(self.processor, outputs, labels))
+    _write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
+    self.last_eval = results
+    logger.info("Eval at step %d: %s", self.global_step,
+                ", ".join(f"{k} = {v:.4f}" for k, v in results.items() if k != "global_step"))
+    return results
+
+  def predict(self):
+    o = self.options
+    examples, path = self._records("test")
+    outputs, _ = self._predict(path, o.predict_batch_size)
+    name = f"{self.processor.name.upper()}.tsv"
+    target = os.path.join(o.output_dir, name)
+    classification.write_glue_predictions(self.processor, outputs, target,
+                                          guids=[e.guid for e in examples])
+    logger.info("Wrote %d test predictions to %s", len(examples), target)
+    return target
+
+  # --- best checkpoint -------------------------------------------------------------------------
+  def _best_score(self):
+    path = os.path.join(self.options.output_dir, "best", "best_results.txt")
+    if not tf.io.gfile.exists(path):
+      return None
+    metric = self.processor.metric_names[0]
+    with tf.io.gfile.GFile(path) as f:
+      for line in f:
+        key, _, value = line.partition(" = ")
+        if key == metric:
+          return float(value)
+    return None
+
+  def _keep_if_best(self, saved, results, best):
+    metric = self.processor.metric_names[0]
+    score = results[metric]
+    if best is not None and not score > best:
+      return best
+    folder = os.path.join(self.options.output_dir, "best")
+    tmp = folder + ".tmp"
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)
+    tf.io.gfile.makedirs(tmp)
+    for source in tf.io.gfile.glob(saved + ".*"):
+      tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
+    _write_results(os.path.join(tmp, "best_results.txt"), results)
+    if tf.io.gfile.exists(folder):
+      shutil.rmtree(folder)
+    tf.io.gfile.rename(tmp, folder)
+    logger.info("New best %s = %.4f at step %d -> %s", metric, score, results["global_step"],
+                folder)
+    return score
+
+
+def _write_results(path, results):
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    for key in sorted(results):
+      f.write(f"{key} = {results[key]}\n")
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def run_classifier(options, strategy=None):
+  """What run_classifier.py does; returns the last eval results (or None)."""
+  if not (options.do_train or options.do_eval or options.do_predict):
+    raise ValueError("at least one of --do_train, --do_eval or --do_predict must be set")
+  runner = ClassifierRunner(options, strategy)
+  runner.restore_or_initialize()
+  results = None
+  if options.do_train:
+    runner.train()
+  if options.do_eval:
+    results = runner.last_eval if options.do_train and runner.last_eval else runner.evaluate()
+  if options.do_predict:
+    runner.predict()
+  return results

@@ -1,0 +1,108 @@
+"""run_classifier: GLUE tasks on the real files, every output, starting points, bad input."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
+from albert_tf.export.encoder import export_encoder
+from albert_tf.finetuning import ClassifierOptions, run_classifier
+from conftest import ROOT, SHARED_DATA
+
+SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
+GLUE = SHARED_DATA / "glue"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+  return tmp_path_factory.mktemp("features")
+
+
+def opts(task, out, cache, **changes):
+  base = dict(task_name=task, data_dir=str(GLUE / {"sst-2": "SST-2", "sts-b": "STS-B",
+                                                   "cola": "CoLA"}[task]),
+              output_dir=str(out), albert_config_file=str(ROOT / "configs" / "tiny.json"),
+              spm_model_file=str(SPM), max_seq_length=32, do_train=True, do_eval=True,
+              train_batch_size=16, eval_batch_size=128, predict_batch_size=128, train_step=6,
+              save_checkpoints_steps=3, iterations_per_loop=3, learning_rate=1e-3,
+              cached_dir=str(cache), seed=1, log_every_seconds=0)
+  base.update(changes)
+  return ClassifierOptions(**base)
+
+
+def lines(path):
+  return path.read_text().splitlines()
+
+
+def test_real_data_sst2_writes_every_output(cache, tmp_path):
+  results = run_classifier(opts("sst-2", tmp_path, cache, do_predict=True))
+  assert [l.split(" = ")[0] for l in lines(tmp_path / "eval_results.txt")] == [
+      "accuracy", "global_step", "loss"]
+  assert results["global_step"] == 6 and 0.0 <= results["accuracy"] <= 1.0
+  predictions = lines(tmp_path / "SST-2.tsv")
+  assert predictions[0] == "index\tprediction" and len(predictions) == 1 + 1821
+  assert {p.split("\t")[1] for p in predictions[1:]} <= {"0", "1"}
+  best = lines(tmp_path / "best" / "best_results.txt")
+  assert any(l.startswith("accuracy = ") for l in best)
+  assert tf.train.load_checkpoint(tf.io.gfile.glob(str(tmp_path / "best" / "*.index"))[0][:-6])
+  assert (cache / "sst-2_train_32.tf_record").exists()
+
+
+def test_real_data_stsb_is_regression_with_correlations(cache, tmp_path):
+  results = run_classifier(opts("sts-b", tmp_path, cache, do_predict=True))
+  assert {"pearson", "spearman", "corr", "loss"} <= set(results)
+  rows = lines(tmp_path / "STS-B.tsv")[1:]
+  assert len(rows) == 1379 and all(np.isfinite(float(r.split("\t")[1])) for r in rows)
+
+
+def test_real_data_cola_reports_matthews_correlation(cache, tmp_path):
+  results = run_classifier(opts("cola", tmp_path, cache))
+  assert "matthews_corr" in results and "accuracy" in results
+
+
+def test_real_data_starts_from_a_tf1_checkpoint_or_an_exported_encoder(cache, tmp_path):
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+  pretrained = AlbertPretrainer(config)
+  tf1 = save_tf1_checkpoint(pretrained, str(tmp_path / "tf1" / "model.ckpt"))
+  hub = export_encoder(pretrained, str(tmp_path / "hub"))
+  for name, changes in (("from_tf1", dict(init_checkpoint=tf1)),
+                        ("from_hub", dict(albert_hub_module_handle=hub))):
+    run_classifier(opts("sst-2", tmp_path / name, cache, train_step=3, do_eval=False,
+                        **changes))
+    reader = tf.train.load_checkpoint(str(tmp_path / name / "ckpt-3"))
+    assert reader.has_tensor("head/output_weights/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def test_bad_task_data_and_vocabulary_are_named(cache, tmp_path):
+  with pytest.raises(ValueError, match="sst-3.*sst-2"):
+    run_classifier(opts("sst-2", tmp_path, cache, task_name="sst-3"))
+  with pytest.raises(FileNotFoundError, match="nowhere"):
+    run_classifier(opts("sst-2", tmp_path, cache, data_dir=str(tmp_path / "nowhere"),
+                        cached_dir=str(tmp_path / "c")))
+  small = tmp_path / "small.json"
+  AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(vocab_size=100) \
+      .to_json_file(small)
+  with pytest.raises(ValueError, match="30000 entries but .*vocab_size=100"):
+    run_classifier(opts("sst-2", tmp_path, cache, albert_config_file=str(small)))
+
+
+def test_cli_runs_a_users_csv(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = ["review,stars"] + [f"{'great fun' if i % 2 else 'dull and slow'} {i},{i % 2}"
+                             for i in range(40)]
+  for split in ("train", "dev"):
+    (data / f"{split}.csv").write_text("\n".join(rows) + "\n")
+  run = subprocess.run(
+      [sys.executable, str(ROOT / "run_classifier.py"), "--task_name=csv",
+       f"--data_dir={data}", f"--output_dir={tmp_path / 'out'}",
+       f"--albert_config_file={ROOT / 'configs' / 'tiny.json'}", f"--spm_model_file={SPM}",
+       "--text_a_column=review", "--label_column=stars", "--do_train", "--do_eval",
+       "--max_seq_length=16", "--train_batch_size=8", "--train_step=4",
+       "--save_checkpoints_steps=4", "--iterations_per_loop=4"],
+      capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert "accuracy = " in (tmp_path / "out" / "eval_results.txt").read_text()
