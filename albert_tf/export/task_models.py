@@ -1,0 +1,148 @@
+"""Raw-text-in SavedModels for serving: fill-mask and sentence (pair) classification.
+
+Both tokenize in-graph with `InGraphTokenizer` (ids equal to the Python tokenizer's), so TF
+Serving can be sent plain strings: `{"instances": [{"text": "the [MASK] sat on the mat"}]}`.
+"""
+
+import tensorflow as tf
+
+from albert_tf.export.preprocessing import InGraphTokenizer, pack_inputs
+from albert_tf.tokenization import FullTokenizer
+from albert_tf.modeling.encoder import INPUT_NAMES
+
+MASK_TOKEN = "[MASK]"
+
+
+def encode_with_masks(tokenizer, texts, mask_id):
+  """Ids of texts in which the literal "[MASK]" stands for the mask token: the text between
+  masks is tokenized piece by piece (the same rule `FullTokenizer` users apply in Python)."""
+  parts = tf.strings.split(texts, MASK_TOKEN)  # [batch, (parts)]
+  ids = tokenizer.tokenize(parts.flat_values)  # [parts, (tokens)]
+  # Every part but the last of its text is followed by one [MASK].
+  is_last = tf.scatter_nd(tf.expand_dims(parts.row_limits() - 1, 1),
+                          tf.ones_like(parts.row_limits(), tf.bool),
+                          tf.shape(parts.flat_values, out_type=tf.int64))
+  masks = tf.RaggedTensor.from_row_lengths(
+      tf.fill([tf.reduce_sum(tf.cast(~is_last, tf.int32))], tf.cast(mask_id, ids.dtype)),
+      tf.cast(~is_last, tf.int64))
+  with_masks = tf.concat([ids, masks], axis=1)
+  return tf.RaggedTensor.from_row_splits(with_masks, parts.row_splits).merge_dims(1, 2)
+
+
+def encode_with_masks_python(tokenizer, text):
+  """The Python side of `encode_with_masks`, for tests and users: ids with [MASK]s."""
+  ids = []
+  for i, part in enumerate(text.split(MASK_TOKEN)):
+    if i:
+      ids.append(tokenizer.mask_id)
+    ids += tokenizer.encode_ids([part])[0]
+  return ids
+
+
+class FillMaskModel(tf.Module):
+  """Text with [MASK]s -> the top-k tokens and probabilities at each mask (up to max_masks).
+
+  Outputs, batch first: `masked_positions` int32 [batch, max_masks] (-1 where no mask),
+  `top_ids` int32 [batch, max_masks, k], `top_tokens` string [batch, max_masks, k],
+  `top_scores` float32 [batch, max_masks, k] (softmax probabilities).
+  """
+
+  def __init__(self, pretrainer, tokenizer, mask_id, vocab_pieces, max_seq_length=128, top_k=5,
+               max_masks=8):
+    super().__init__(name="fill_mask")
+    self.encoder = pretrainer.encoder
+    self.masked_lm = pretrainer.masked_lm
+    self.tokenizer = tokenizer
+    self.mask_id = int(mask_id)
+    self.max_seq_length, self.top_k, self.max_masks = max_seq_length, top_k, max_masks
+    self.vocab = tf.constant(list(vocab_pieces))
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+  def __call__(self, text):
+    ids = encode_with_masks(self.tokenizer, text, self.mask_id)
+    inputs = pack_inputs(ids, max_seq_length=self.max_seq_length,
+                         cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
+    is_mask = tf.equal(inputs["input_word_ids"], self.mask_id)
+    positions = tf.ragged.boolean_mask(
+        tf.broadcast_to(tf.range(self.max_seq_length), tf.shape(is_mask)), is_mask)
+    positions = positions.to_tensor(default_value=-1,
+                                    shape=[None, self.max_masks])
+    outputs = self.encoder(inputs, training=False)
+    logits = self.masked_lm(outputs["sequence_output"], tf.maximum(positions, 0))
+    scores, top_ids = tf.math.top_k(tf.nn.softmax(tf.cast(logits, tf.float32)), self.top_k)
+    valid = tf.expand_dims(positions >= 0, -1)
+    return {"masked_positions": positions,
+            "top_ids": tf.where(valid, top_ids, -1),
+            "top_tokens": tf.where(valid, tf.gather(self.vocab, top_ids), ""),
+            "top_scores": tf.where(valid, scores, 0.0)}
+
+
+class ClassifierServing(tf.Module):
+  """Raw text (one or two fields) -> label ids, label names and probabilities (or a score).
+
+  Signatures: `serving_default(text_a)` and `text_pair(text_a, text_b)`; classification
+  returns `label_ids` int32 [batch], `label_names` string [batch], `probabilities` float32
+  [batch, num_labels]; regression returns `scores` float32 [batch].
+  """
+
+  def __init__(self, classifier, tokenizer, labels=None, max_seq_length=128):
+    super().__init__(name="classifier")
+    self.classifier = classifier
+    self.tokenizer = tokenizer
+    self.max_seq_length = max_seq_length
+    self.labels = None if labels is None else tf.constant([str(l) for l in labels])
+
+  def _predict(self, inputs):
+    logits = self.classifier({k: inputs[k] for k in INPUT_NAMES}, training=False)
+    if self.labels is None:
+      return {"scores": logits}
+    label_ids = tf.argmax(logits, -1, output_type=tf.int32)
+    return {"label_ids": label_ids, "label_names": tf.gather(self.labels, label_ids),
+            "probabilities": tf.nn.softmax(logits)}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+  def __call__(self, text_a):
+    return self._predict(pack_inputs(
+        self.tokenizer.tokenize(text_a), max_seq_length=self.max_seq_length,
+        cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id))
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                tf.TensorSpec([None], tf.string, name="text_b")])
+  def text_pair(self, text_a, text_b):
+    return self._predict(pack_inputs(
+        self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
+        max_seq_length=self.max_seq_length, cls_id=self.tokenizer.cls_id,
+        sep_id=self.tokenizer.sep_id, has_b=tf.strings.length(text_b) > 0))
+
+
+def _save(module, export_dir, signatures):
+  tmp = export_dir.rstrip("/") + ".tmp"
+  if tf.io.gfile.exists(tmp):
+    tf.io.gfile.rmtree(tmp)
+  tf.saved_model.save(module, tmp, signatures=signatures)
+  if tf.io.gfile.exists(export_dir):
+    tf.io.gfile.rmtree(export_dir)
+  tf.io.gfile.rename(tmp, export_dir)
+  return export_dir
+
+
+def export_fill_mask(pretrainer, export_dir, spm_model_file=None, vocab_file=None,
+                     do_lower_case=True, max_seq_length=128, top_k=5, max_masks=8):
+  tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                               do_lower_case=do_lower_case)
+  reference = FullTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                            do_lower_case=do_lower_case)
+  module = FillMaskModel(pretrainer, tokenizer, reference.mask_id,
+                         reference.convert_ids_to_tokens(range(reference.vocab_size)),
+                         max_seq_length, top_k, max_masks)
+  return _save(module, export_dir, {"serving_default": module.__call__.get_concrete_function()})
+
+
+def export_classifier(classifier, export_dir, labels=None, spm_model_file=None,
+                      vocab_file=None, do_lower_case=True, max_seq_length=128):
+  tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                               do_lower_case=do_lower_case)
+  module = ClassifierServing(classifier, tokenizer, labels, max_seq_length)
+  return _save(module, export_dir, {
+      "serving_default": module.__call__.get_concrete_function(),
+      "text_pair": module.text_pair.get_concrete_function()})

@@ -1,0 +1,81 @@
+"""Raw-text SavedModels: fill-mask and classifier serving, against the Python path."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.export.task_models import (encode_with_masks_python, export_classifier,
+                                          export_fill_mask)
+from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.tokenization import FullTokenizer, encode_pair
+from conftest import ROOT, SHARED_DATA
+
+SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
+TEXTS = ["The capital of [MASK] is Paris, in 1990, they said.",
+         "[MASK] [MASK] sat on the mat",
+         "no mask at all",
+         "An ending mask [MASK]"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return FullTokenizer(spm_model_file=SPM)
+
+
+def test_real_data_fill_mask_matches_the_python_path(tmp_path, tokenizer):
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+  model = AlbertPretrainer(config)
+  export_dir = export_fill_mask(model, str(tmp_path / "fill_mask"), spm_model_file=SPM,
+                                max_seq_length=32, top_k=3, max_masks=4)
+  loaded = tf.saved_model.load(export_dir)
+  out = loaded.signatures["serving_default"](text=tf.constant(TEXTS))
+  for row, text in enumerate(TEXTS):
+    ids = [tokenizer.cls_id] + encode_with_masks_python(tokenizer, text)[:30] + [
+        tokenizer.sep_id]
+    ids += [0] * (32 - len(ids))
+    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+    got_positions = [p for p in out["masked_positions"][row].numpy() if p >= 0]
+    assert got_positions == positions, text
+    if not positions:
+      assert (out["top_ids"][row].numpy() == -1).all()
+      continue
+    length = len(encode_with_masks_python(tokenizer, text)[:30]) + 2
+    mask = [1] * length + [0] * (32 - length)
+    logits = model({"input_word_ids": tf.constant([ids]), "input_mask": tf.constant([mask]),
+                    "input_type_ids": tf.zeros([1, 32], tf.int32),
+                    "masked_lm_positions": tf.constant([positions])},
+                   training=False)["mlm_logits"][0]
+    probs = tf.nn.softmax(logits).numpy()
+    for j, _ in enumerate(positions):
+      top = np.argsort(-probs[j])[:3]
+      np.testing.assert_array_equal(out["top_ids"][row, j].numpy(), top)
+      np.testing.assert_allclose(out["top_scores"][row, j].numpy(), probs[j][top], rtol=1e-4)
+      assert [t.decode() for t in out["top_tokens"][row, j].numpy()] == \
+          tokenizer.convert_ids_to_tokens(top)
+
+
+@pytest.mark.parametrize("labels", [["negative", "positive"], None])
+def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels):
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+  model = AlbertClassifier(config, len(labels) if labels else 1)
+  export_dir = export_classifier(model, str(tmp_path / "serving"), labels, spm_model_file=SPM,
+                                 max_seq_length=24)
+  loaded = tf.saved_model.load(export_dir)
+  assert set(loaded.signatures) == {"serving_default", "text_pair"}
+  a = ["A gripping, funny film.", "Dull.", ""]
+  b = ["It was shown in 1990, twice.", "", "Only b"]
+  single = loaded.signatures["serving_default"](text_a=tf.constant(a))
+  pair = loaded.signatures["text_pair"](text_a=tf.constant(a), text_b=tf.constant(b))
+  for out, texts_b in ((single, [None] * 3), (pair, b)):
+    features = [encode_pair(tokenizer, x, y or None, 24) for x, y in zip(a, texts_b)]
+    inputs = {"input_word_ids": tf.constant([f["input_ids"] for f in features]),
+              "input_mask": tf.constant([f["input_mask"] for f in features]),
+              "input_type_ids": tf.constant([f["segment_ids"] for f in features])}
+    logits = model(inputs, training=False).numpy()
+    if labels:
+      np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(logits), rtol=1e-5)
+      assert [n.decode() for n in out["label_names"].numpy()] == [
+          labels[i] for i in logits.argmax(-1)]
+    else:
+      np.testing.assert_allclose(out["scores"], logits, rtol=1e-5)
