@@ -56,6 +56,7 @@ class ClassifierOptions:
   keep_checkpoint_max: int = 5
   iterations_per_loop: int = 1000
   cached_dir: str = None
+  export_dir: str = None
   seed: int = None
   log_every_seconds: float = 10.0
   csv_options: dict = dataclasses.field(default_factory=dict)
@@ -238,6 +239,17 @@ class ClassifierRunner:
     logger.info("Wrote %d test predictions to %s", len(examples), target)
     return target
 
+  def export(self):
+    """A raw-text serving SavedModel of the current weights (TF Serving ready)."""
+    from albert_tf.export.task_models import export_classifier  # pylint: disable=g-import-not-at-top
+    o = self.options
+    path = export_classifier(self.model, o.export_dir, self.labels,
+                             spm_model_file=o.spm_model_file,
+                             vocab_file=None if o.spm_model_file else o.vocab_file,
+                             do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length)
+    logger.info("Exported the serving model (raw text in) to %s", path)
+    return path
+
   # --- best checkpoint -------------------------------------------------------------------------
   def _best_score(self):
     path = os.path.join(self.options.output_dir, "best", "best_results.txt")
@@ -292,4 +304,6 @@ def run_classifier(options, strategy=None):
     results = runner.last_eval if options.do_train and runner.last_eval else runner.evaluate()
   if options.do_predict:
     runner.predict()
+  if options.export_dir:
+    runner.export()
   return results

@@ -143,12 +143,33 @@ def run(args):
     print(f"  {key:<24} {before[key]:.3f} -> {evaluation[key]:.3f}")
   print(f"training loss {first['loss']:.3f} (steps 1-{first['step']}) -> {last['loss']:.3f} "
         f"(last {args.log_every_steps} steps)")
+  _query_fill_mask(out, model_file)
   print(f"[5/5] curves: {png}; everything in {out} ({time.time() - start:.0f}s)")
   learned = (evaluation["loss"] < before["loss"] - 0.5
              and evaluation["masked_lm_accuracy"] > before["masked_lm_accuracy"] + 0.05)
   if not learned:
     print("warning: the loss did not fall / MLM accuracy did not rise clearly", file=sys.stderr)
   return 0 if learned or not args.require_learning else 3
+
+
+def _query_fill_mask(out, model_file):
+  """Exports the trained model as a raw-text fill-mask SavedModel and asks it a question."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.checkpoints import load_checkpoint  # pylint: disable=g-import-not-at-top
+  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=g-import-not-at-top
+  model = AlbertPretrainer(AlbertConfig.from_json_file(os.path.join(out, "albert_config.json")))
+  load_checkpoint(model, os.path.join(out, "model"))
+  path = export_fill_mask(model, os.path.join(out, "fill_mask"), spm_model_file=model_file,
+                          max_seq_length=64, top_k=5)
+  fill_mask = tf.saved_model.load(path).signatures["serving_default"]
+  for text in ("Return the [MASK] of the list.", "Raise an exception if the file does not "
+               "[MASK]."):
+    answer = fill_mask(text=tf.constant([text]))
+    guesses = ", ".join(f"{t.decode()} ({s:.2f})" for t, s in zip(
+        answer["top_tokens"][0, 0].numpy(), answer["top_scores"][0, 0].numpy()))
+    print(f"fill-mask {text!r}: {guesses}")
 
 
 def _pretrain(args, config_file, shards, out, history):

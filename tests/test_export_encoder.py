@@ -119,18 +119,24 @@ def test_saved_model_cli_shows_and_runs_the_signatures(exported):
   assert "pooled_output" in ran.stdout
 
 
-def test_export_cli_writes_the_encoder_and_rejects_a_checkpoint_of_another_shape(exported,
+def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_another_shape(exported,
                                                                                tmp_path):
   model, _, folder = exported
   base = [sys.executable, str(ROOT / "export_savedmodel.py"),
           f"--checkpoint={folder / 'tf1' / 'model.ckpt'}", "--max_seq_length=16"]
   config = tmp_path / "config.json"
   model.config.to_json_file(config)
-  ok = subprocess.run(base + [f"--albert_config_file={config}",
+  spm = ROOT.parent / "shared" / "data" / "sentencepiece" / "spiece.model"
+  ok = subprocess.run(base + [f"--albert_config_file={config}", f"--spm_model_file={spm}",
                               f"--export_dir={tmp_path / 'out'}"],
                       capture_output=True, text=True, timeout=300)
   assert ok.returncode == 0, ok.stderr[-2000:]
-  assert (tmp_path / "out" / "encoder" / "saved_model.pb").exists()
+  for name in ("encoder", "preprocessing", "fill_mask"):
+    assert (tmp_path / "out" / name / "saved_model.pb").exists(), name
+  import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops for loading)
+  fill_mask = tf.saved_model.load(str(tmp_path / "out" / "fill_mask"))
+  answer = fill_mask.signatures["serving_default"](text=tf.constant(["a [MASK] day"]))
+  assert answer["top_tokens"].shape[-1] == 5
   model.config.replace(intermediate_size=48).to_json_file(config)
   bad = subprocess.run(base + [f"--albert_config_file={config}",
                                f"--export_dir={tmp_path / 'bad'}"],

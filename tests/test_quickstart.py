@@ -20,6 +20,7 @@ def test_quickstart_runs_every_stage_and_plots(tmp_path, capsys):
   assert status == 0
   out = capsys.readouterr().out
   assert "held-out eval, untrained -> after 30 steps" in out and "masked_lm_accuracy" in out
+  assert "fill-mask 'Return the [MASK] of the list.':" in out
   png = tmp_path / "training_curves.png"
   assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
   assert (tmp_path / "spm.model").exists() and (tmp_path / "model" / "eval_results.txt").exists()

@@ -38,7 +38,10 @@ def lines(path):
 
 
 def test_real_data_sst2_writes_every_output(cache, tmp_path):
-  results = run_classifier(opts("sst-2", tmp_path, cache, do_predict=True))
+  results = run_classifier(opts("sst-2", tmp_path, cache, do_predict=True,
+                                export_dir=str(tmp_path / "serving")))
+  serving = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
+  assert serving(text_a=tf.constant(["a fine film"]))["label_names"].numpy()[0] in (b"0", b"1")
   assert [l.split(" = ")[0] for l in lines(tmp_path / "eval_results.txt")] == [
       "accuracy", "global_step", "loss"]
   assert results["global_step"] == 6 and 0.0 <= results["accuracy"] <= 1.0

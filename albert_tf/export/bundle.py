@@ -13,7 +13,8 @@ logger = logging.getLogger(__name__)
 
 def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=None,
                   vocab_file=None, do_lower_case=True, max_seq_length=128, tflite=False):
-  """Writes `encoder/`, `preprocessing/` (when a vocabulary is given) and `encoder.tflite`.
+  """Writes `encoder/`, `preprocessing/` and `fill_mask/` (when a vocabulary is given and,
+  for fill_mask, the checkpoint has the MLM head), and `encoder.tflite`.
 
   Returns `{name: path}`. The checkpoint may be ours or the original's (TF1, TF-Hub module);
   a checkpoint of another shape is an error naming both variables, before anything is written.
@@ -30,10 +31,17 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   paths = {"encoder": export_encoder(model, os.path.join(export_dir, "encoder"))}
   if spm_model_file or vocab_file:
     from albert_tf.export.preprocessing import save_preprocessing_model  # pylint: disable=g-import-not-at-top
-    paths["preprocessing"] = save_preprocessing_model(
-        os.path.join(export_dir, "preprocessing"), spm_model_file=spm_model_file,
-        vocab_file=None if spm_model_file else vocab_file, do_lower_case=do_lower_case,
-        max_seq_length=max_seq_length)
+    from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
+    vocab = dict(spm_model_file=spm_model_file,
+                 vocab_file=None if spm_model_file else vocab_file, do_lower_case=do_lower_case,
+                 max_seq_length=max_seq_length)
+    paths["preprocessing"] = save_preprocessing_model(os.path.join(export_dir, "preprocessing"),
+                                                      **vocab)
+    if any(name.startswith("cls/predictions") for name in report.loaded):
+      paths["fill_mask"] = export_fill_mask(model, os.path.join(export_dir, "fill_mask"),
+                                            **vocab)
+    else:
+      logger.warning("the checkpoint has no MLM head: no fill_mask model")
   if tflite:
     path = os.path.join(export_dir, "encoder.tflite")
     size = export_tflite(paths["encoder"], path, max_seq_length=max_seq_length)
