@@ -137,6 +137,12 @@ def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_ano
   fill_mask = tf.saved_model.load(str(tmp_path / "out" / "fill_mask"))
   answer = fill_mask.signatures["serving_default"](text=tf.constant(["a [MASK] day"]))
   assert answer["top_tokens"].shape[-1] == 5
+  ran = subprocess.run([sys.executable, "-m", "albert_tf.export.saved_model_cli", "run",
+                        "--dir", str(tmp_path / "out" / "fill_mask"), "--tag_set", "serve",
+                        "--signature_def", "serving_default", "--input_exprs",
+                        'text=["a [MASK] day"]'], capture_output=True, text=True, timeout=120,
+                       cwd=str(ROOT))
+  assert ran.returncode == 0 and "Result for output key top_tokens" in ran.stdout, ran.stderr
   model.config.replace(intermediate_size=48).to_json_file(config)
   bad = subprocess.run(base + [f"--albert_config_file={config}",
                                f"--export_dir={tmp_path / 'bad'}"],
