@@ -49,6 +49,9 @@ flags.DEFINE_integer("save_checkpoints_steps", _D.save_checkpoints_steps,
 flags.DEFINE_integer("keep_checkpoint_max", _D.keep_checkpoint_max, "Checkpoints kept.")
 flags.DEFINE_integer("iterations_per_loop", _D.iterations_per_loop, "Steps per tf.function.")
 flags.DEFINE_string("cached_dir", None, "Where feature TFRecords are cached (default output).")
+flags.DEFINE_float("layerwise_lr_decay", None,
+                   "Layer-wise learning-rate decay (adamw): the head and pooler get the full "
+                   "rate, each transformer group below it this factor more, embeddings last.")
 flags.DEFINE_string("export_dir", None, "Write a raw-text-in serving SavedModel here at the end.")
 flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
 flags.DEFINE_integer("seed", None, "Seed of the input shuffling.")

@@ -18,13 +18,14 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf import tokenization
-from albert_tf.checkpoints import load_checkpoint, native_checkpoint
+from albert_tf.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
 from albert_tf.config import AlbertConfig
 from albert_tf.data import classification
 from albert_tf.metrics import compute_metrics
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import INPUT_NAMES
-from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
+from albert_tf.optimization import (AlbertLearningRate, clip_gradients, create_optimizer,
+                                    layerwise_lr_multipliers)
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class ClassifierOptions:
   iterations_per_loop: int = 1000
   cached_dir: str = None
   export_dir: str = None
+  layerwise_lr_decay: float = None
   seed: int = None
   log_every_seconds: float = 10.0
   csv_options: dict = dataclasses.field(default_factory=dict)
@@ -89,7 +91,11 @@ class ClassifierRunner:
     with self.strategy.scope():
       self.model = AlbertClassifier(self.config, 1 if self.regression else len(self.labels))
       self.schedule = AlbertLearningRate(o.learning_rate, o.train_step, o.warmup_step)
-      self.optimizer = create_optimizer(o.optimizer, self.schedule)
+      multipliers = None
+      if o.layerwise_lr_decay is not None:
+        multipliers = layerwise_lr_multipliers(tf1_variable_map(self.model),
+                                               o.layerwise_lr_decay)
+      self.optimizer = create_optimizer(o.optimizer, self.schedule, lr_multipliers=multipliers)
       self.checkpoint = native_checkpoint(self.model, optimizer=self.optimizer)
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, o.output_dir, max_to_keep=o.keep_checkpoint_max,

@@ -82,7 +82,7 @@ class AlbertAdamW(tf_keras.optimizers.legacy.Optimizer):
 
   def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                weight_decay_rate=0.0, exclude_from_weight_decay=None, bias_correction=False,
-               name="AlbertAdamW", **kwargs):
+               lr_multipliers=None, name="AlbertAdamW", **kwargs):
     super().__init__(name, **kwargs)
     self._set_hyper("learning_rate", kwargs.get("lr", learning_rate))
     self._set_hyper("beta_1", beta_1)
@@ -91,6 +91,8 @@ class AlbertAdamW(tf_keras.optimizers.legacy.Optimizer):
     self.epsilon = epsilon
     self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
     self.bias_correction = bias_correction
+    # {variable name: factor} on the learning rate (layer-wise decay); missing names use 1.
+    self.lr_multipliers = dict(lr_multipliers or {})
 
   def _create_slots(self, var_list):
     for var in var_list:
@@ -113,7 +115,8 @@ class AlbertAdamW(tf_keras.optimizers.legacy.Optimizer):
     update = m_t / (tf.sqrt(v_t) + self.epsilon)
     if self._use_weight_decay(var.name):
       update += self._get_hyper("weight_decay_rate", dtype) * var
-    return var.assign_sub(lr * update)
+    multiplier = self.lr_multipliers.get(var.name, 1.0)
+    return var.assign_sub(lr * multiplier * update)
 
   def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
     dense = tf.convert_to_tensor(tf.IndexedSlices(grad, indices, tf.shape(var)))
@@ -134,17 +137,48 @@ class AlbertAdamW(tf_keras.optimizers.legacy.Optimizer):
 
 
 def create_optimizer(name, schedule, weight_decay_rate=0.01, bias_correction=False,
-                     beta_1=0.9, beta_2=0.999, epsilon=1e-6):
-  """`lamb` or `adamw` with the original's hyperparameters and exclusions."""
+                     beta_1=0.9, beta_2=0.999, epsilon=1e-6, lr_multipliers=None):
+  """`lamb` or `adamw` with the original's hyperparameters and exclusions.
+
+  `lr_multipliers` ({variable name: factor}, AdamW only) scales each variable's learning rate,
+  e.g. from `layerwise_lr_multipliers`.
+  """
   common = dict(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
                 weight_decay_rate=weight_decay_rate,
                 exclude_from_weight_decay=list(EXCLUDE_FROM_WEIGHT_DECAY),
                 bias_correction=bias_correction)
   if name == "lamb":
+    if lr_multipliers:
+      raise ValueError("layer-wise learning-rate decay needs --optimizer=adamw")
     return AlbertLAMB(exclude_from_layer_adaptation=list(EXCLUDE_FROM_WEIGHT_DECAY), **common)
   if name == "adamw":
-    return AlbertAdamW(**common)
+    return AlbertAdamW(lr_multipliers=lr_multipliers, **common)
   raise ValueError(f"--optimizer must be 'lamb' or 'adamw', got {name!r}")
+
+
+def layerwise_lr_multipliers(tf1_names, decay):
+  """{variable name: decay ** depth}: depth 0 for the task head and pooler, 1 for the top
+  transformer group, ..., groups + 1 for the embeddings (ELECTRA-style layer-wise decay over
+  ALBERT's distinct groups; with full sharing: head 1, shared block decay, embeddings decay^2).
+
+  `tf1_names` is `checkpoints.tf1_variable_map(model)`.
+  """
+  if not 0.0 < decay <= 1.0:
+    raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {decay}")
+  groups = [int(m.group(1)) for name in tf1_names
+            for m in [re.search(r"/transformer/group_(\d+)/", name)] if m]
+  top = max(groups, default=-1) + 1
+  multipliers = {}
+  for name, variable in tf1_names.items():
+    match = re.search(r"/transformer/group_(\d+)/", name)
+    if match:
+      depth = top - int(match.group(1))
+    elif name.startswith(("bert/embeddings/", "bert/encoder/embedding_hidden_mapping_in")):
+      depth = top + 1
+    else:
+      depth = 0
+    multipliers[variable.name] = decay ** depth
+  return multipliers
 
 
 def clip_gradients(grads):

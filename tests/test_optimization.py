@@ -71,3 +71,34 @@ def test_gradients_are_clipped_to_global_norm_one():
 def test_unknown_optimizer_is_named():
   with pytest.raises(ValueError, match="--optimizer must be 'lamb' or 'adamw', got 'sgd'"):
     create_optimizer("sgd", 0.1)
+
+
+def test_layerwise_decay_scales_each_groups_learning_rate():
+  from albert_tf import AlbertConfig
+  from albert_tf.checkpoints import tf1_variable_map
+  from albert_tf.modeling.classifier import AlbertClassifier
+  from albert_tf.optimization import layerwise_lr_multipliers
+  from conftest import ROOT
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+      num_hidden_layers=4, num_hidden_groups=2)
+  names = tf1_variable_map(AlbertClassifier(config, 2))
+  multipliers = layerwise_lr_multipliers(names, 0.5)
+  by_tf1 = {n: multipliers[v.name] for n, v in names.items()}
+  assert by_tf1["output_weights"] == by_tf1["bert/pooler/dense/kernel"] == 1.0
+  group1 = "bert/encoder/transformer/group_1/inner_group_0/attention_1/self/query/kernel"
+  assert by_tf1[group1] == 0.5 and by_tf1[group1.replace("group_1", "group_0")] == 0.25
+  assert by_tf1["bert/embeddings/word_embeddings"] == 0.125
+  assert by_tf1["bert/encoder/embedding_hidden_mapping_in/kernel"] == 0.125
+  with pytest.raises(ValueError, match="layerwise_lr_decay"):
+    layerwise_lr_multipliers(names, 1.5)
+
+
+def test_adamw_applies_the_multipliers_and_lamb_refuses_them():
+  w = tf.Variable([1.0, -2.0], name="encoder/dense/kernel")
+  v = tf.Variable([1.0, -2.0], name="encoder/other/kernel")
+  optimizer = create_optimizer("adamw", 0.1, weight_decay_rate=0.0,
+                               lr_multipliers={w.name: 0.5})
+  optimizer.apply_gradients([(tf.constant([1.0, 1.0]), w), (tf.constant([1.0, 1.0]), v)])
+  np.testing.assert_allclose(1.0 - w.numpy()[0], 0.5 * (1.0 - v.numpy()[0]), rtol=1e-5)
+  with pytest.raises(ValueError, match="adamw"):
+    create_optimizer("lamb", 0.1, lr_multipliers={w.name: 0.5})

@@ -71,7 +71,7 @@ def test_real_data_starts_from_a_tf1_checkpoint_or_an_exported_encoder(cache, tm
   pretrained = AlbertPretrainer(config)
   tf1 = save_tf1_checkpoint(pretrained, str(tmp_path / "tf1" / "model.ckpt"))
   hub = export_encoder(pretrained, str(tmp_path / "hub"))
-  for name, changes in (("from_tf1", dict(init_checkpoint=tf1)),
+  for name, changes in (("from_tf1", dict(init_checkpoint=tf1, layerwise_lr_decay=0.8)),
                         ("from_hub", dict(albert_hub_module_handle=hub))):
     run_classifier(opts("sst-2", tmp_path / name, cache, train_step=3, do_eval=False,
                         **changes))
