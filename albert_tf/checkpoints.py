@@ -135,15 +135,20 @@ def _encoder_parts(encoder):
   return tf.train.Checkpoint(**parts)
 
 
+# Parts of a model besides its encoder, by role; each role has its own key in our checkpoints,
+# so a classifier's `head` never lands in a SQuAD model's `squad_head`.
+HEAD_ROLES = ("masked_lm", "sentence_order", "head", "squad_head")
+
+
 def native_checkpoint(model, **extra):
   """The `tf.train.Checkpoint` layout of our own checkpoints.
 
-  Parts are attached by role (`encoder`, `masked_lm`, `sentence_order`, a task's `head`), so
-  an encoder restores from a pretrainer's or a classifier's checkpoint. Training adds
-  `optimizer=`, `step=` and the like through `extra`.
+  Parts are attached by role (`encoder`, then HEAD_ROLES: `masked_lm`, `sentence_order`, a
+  task's `head` or `squad_head`), so an encoder restores from a pretrainer's or a
+  classifier's checkpoint. Training adds `optimizer=`, `step=` and the like through `extra`.
   """
   parts = {"encoder": _encoder_parts(find_encoder(model))}
-  for role in ("masked_lm", "sentence_order", "head"):
+  for role in HEAD_ROLES:
     part = getattr(model, role, None)
     if part is not None:
       parts[role] = part
@@ -310,8 +315,8 @@ def _load_native(model, reader, shapes, prefix, init_from_group0=False):
     raise CheckpointError(f"{prefix} has no 'encoder' object; it is not an albert-tf model "
                           "checkpoint")
   ckpt = native_checkpoint(model)
-  parts = {role: getattr(ckpt, role) for role in ("encoder", "masked_lm", "sentence_order",
-                                                  "head") if hasattr(ckpt, role)}
+  parts = {role: getattr(ckpt, role) for role in ("encoder",) + HEAD_ROLES
+           if hasattr(ckpt, role)}
   targets = _native_variable_keys(tf.train.Checkpoint(**parts))
   loaded, missing, sources = _match(targets, {k: k for k in shapes}, shapes, prefix,
                                     init_from_group0)

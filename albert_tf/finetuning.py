@@ -64,16 +64,20 @@ class ClassifierOptions:
   csv_options: dict = dataclasses.field(default_factory=dict)
 
 
-class ClassifierRunner:
-  """Data, model, optimizer and checkpoints of one fine-tuning job."""
+class FineTuner:
+  """What every fine-tuning job shares: the model under the strategy, the optimizer and its
+  schedule, checkpoints that resume, and the training loop.
 
-  def __init__(self, options, strategy=None):
-    self.options = o = options
+  Subclasses build the model (`build_model`) and give the per-example loss of a batch
+  (`per_example_loss`); `train` runs the loop over a repeating dataset and calls
+  `on_checkpoint(saved_path)` after each checkpoint (a dev evaluation, say).
+  """
+
+  def __init__(self, options, strategy, train_steps, warmup_steps):
+    o = options
+    self.options = o
     self.strategy = strategy or tf.distribute.get_strategy()
-    self.processor = classification.get_processor(o.task_name, **o.csv_options)
-    self.regression = self.processor.is_regression
-    self.labels = None if self.regression else self.processor.get_labels(
-        **({"data_dir": o.data_dir} if o.task_name.lower() == "csv" else {}))
+    self.train_steps = train_steps
     self.config = AlbertConfig.from_json_file(o.albert_config_file)
     if o.max_seq_length > self.config.max_position_embeddings:
       raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
@@ -82,17 +86,17 @@ class ClassifierRunner:
       raise ValueError(f"--train_batch_size={o.train_batch_size} is not divisible by "
                        f"{self.strategy.num_replicas_in_sync} replicas")
     self.tokenizer = tokenization.FullTokenizer(
-        vocab_file=None if o.spm_model_file else o.vocab_file, do_lower_case=o.do_lower_case,
-        spm_model_file=o.spm_model_file)
+        vocab_file=None if o.spm_model_file else getattr(o, "vocab_file", None),
+        do_lower_case=o.do_lower_case, spm_model_file=o.spm_model_file)
     if self.tokenizer.vocab_size != self.config.vocab_size:
       raise ValueError(f"the tokenizer has {self.tokenizer.vocab_size} entries but "
                        f"{o.albert_config_file} says vocab_size={self.config.vocab_size}")
     tf.io.gfile.makedirs(o.output_dir)
     with self.strategy.scope():
-      self.model = AlbertClassifier(self.config, 1 if self.regression else len(self.labels))
-      self.schedule = AlbertLearningRate(o.learning_rate, o.train_step, o.warmup_step)
+      self.model = self.build_model()
+      self.schedule = AlbertLearningRate(o.learning_rate, max(train_steps, 1), warmup_steps)
       multipliers = None
-      if o.layerwise_lr_decay is not None:
+      if getattr(o, "layerwise_lr_decay", None) is not None:
         multipliers = layerwise_lr_multipliers(tf1_variable_map(self.model),
                                                o.layerwise_lr_decay)
       self.optimizer = create_optimizer(o.optimizer, self.schedule, lr_multipliers=multipliers)
@@ -101,13 +105,19 @@ class ClassifierRunner:
         self.checkpoint, o.output_dir, max_to_keep=o.keep_checkpoint_max,
         step_counter=self.optimizer.iterations, checkpoint_name="ckpt")
 
-  last_eval = None  # the latest dev results of this run
+  def build_model(self):
+    raise NotImplementedError
+
+  def per_example_loss(self, batch):
+    """float32 [per-replica batch] losses of `batch` in training mode."""
+    raise NotImplementedError
 
   @property
   def global_step(self):
     return int(self.optimizer.iterations.numpy())
 
   def restore_or_initialize(self):
+    """Resumes from the output folder's latest checkpoint, else loads the starting weights."""
     latest = self.manager.latest_checkpoint
     if latest:
       status = self.checkpoint.restore(latest)
@@ -121,6 +131,84 @@ class ClassifierRunner:
     else:
       logger.warning("no --init_checkpoint or --albert_hub_module_handle: training from "
                      "random weights")
+
+  def _make_train_loop(self):
+    model, optimizer = self.model, self.optimizer
+    global_batch = self.options.train_batch_size
+    with self.strategy.scope():
+      self.train_loss = tf_keras.metrics.Mean("loss")
+
+    def replica_step(batch):
+      ctx = tf.distribute.get_replica_context()
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(self.per_example_loss(batch)) / float(global_batch)
+      # Variables the loss does not reach (the pooler, for SQuAD) get no update, as in the
+      # original, whose optimizer skips None gradients.
+      pairs = [(g, v) for g, v in zip(tape.gradient(loss, model.trainable_variables),
+                                      model.trainable_variables) if g is not None]
+      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                             [tf.convert_to_tensor(g) for g, _ in pairs])
+      optimizer.apply_gradients(zip(clip_gradients(grads), [v for _, v in pairs]),
+                                experimental_aggregate_gradients=False)
+      self.train_loss.update_state(ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss))
+
+    @tf.function
+    def train_loop(iterator, steps):
+      for _ in tf.range(steps):
+        self.strategy.run(replica_step, args=(next(iterator),))
+    return train_loop
+
+  def train(self, dataset, on_checkpoint=None):
+    """Steps up to `train_steps` over `dataset` (repeating, global batches), with progress
+    lines, TensorBoard summaries in `output_dir/train`, and a checkpoint every
+    `save_checkpoints_steps` and at the end."""
+    o = self.options
+    iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+    train_loop = self._make_train_loop()
+    writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "train"))
+    start_step, start_time, last_log = self.global_step, time.time(), 0.0
+    while self.global_step < self.train_steps:
+      step = self.global_step
+      next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
+      steps = min(o.iterations_per_loop, self.train_steps - step, next_save - step)
+      self.train_loss.reset_state()
+      train_loop(iterator, tf.constant(steps, tf.int32))
+      step, loss = self.global_step, float(self.train_loss.result())
+      if not math.isfinite(loss):
+        raise FloatingPointError(f"loss is {loss} at step {step}; the last good checkpoint is "
+                                 f"{self.manager.latest_checkpoint or 'none'}")
+      with writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("learning_rate", float(self.schedule(step)))
+      if step % o.save_checkpoints_steps == 0 or step == self.train_steps:
+        saved = self.manager.save(checkpoint_number=step)
+        if on_checkpoint is not None:
+          on_checkpoint(saved)
+      now = time.time()
+      if now - last_log >= o.log_every_seconds or step == self.train_steps:
+        last_log = now
+        rate = (step - start_step) / max(now - start_time, 1e-9)
+        eta = (self.train_steps - step) / rate if rate > 0 else float("inf")
+        logger.info("step %d/%d  loss %.4f  %.2f steps/s  %.1f examples/s  ETA %.0fs", step,
+                    self.train_steps, loss, rate, rate * o.train_batch_size, eta)
+    writer.flush()
+
+
+class ClassifierRunner(FineTuner):
+  """Data, model, optimizer and checkpoints of one fine-tuning job."""
+
+  def __init__(self, options, strategy=None):
+    o = options
+    self.processor = classification.get_processor(o.task_name, **o.csv_options)
+    self.regression = self.processor.is_regression
+    self.labels = None if self.regression else self.processor.get_labels(
+        **({"data_dir": o.data_dir} if o.task_name.lower() == "csv" else {}))
+    super().__init__(options, strategy, o.train_step, o.warmup_step)
+
+  last_eval = None  # the latest dev results of this run
+
+  def build_model(self):
+    return AlbertClassifier(self.config, 1 if self.regression else len(self.labels))
 
   # --- data ---------------------------------------------------------------------------------
   def _records(self, split):
@@ -145,65 +233,21 @@ class ClassifierRunner:
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32),
                                                           logits=logits)
 
-  def _make_train_loop(self):
-    model, optimizer = self.model, self.optimizer
-    global_batch = self.options.train_batch_size
-    with self.strategy.scope():
-      self.train_loss = tf_keras.metrics.Mean("loss")
+  def per_example_loss(self, batch):
+    logits = self.model({n: batch[n] for n in INPUT_NAMES}, training=True)
+    return self._loss(logits, batch["label_ids"])
 
-    def replica_step(batch):
-      ctx = tf.distribute.get_replica_context()
-      with tf.GradientTape() as tape:
-        logits = model({n: batch[n] for n in INPUT_NAMES}, training=True)
-        loss = tf.reduce_sum(self._loss(logits, batch["label_ids"])) / float(global_batch)
-      grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
-      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-      optimizer.apply_gradients(zip(clip_gradients(grads), model.trainable_variables),
-                                experimental_aggregate_gradients=False)
-      self.train_loss.update_state(ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss))
-
-    @tf.function
-    def train_loop(iterator, steps):
-      for _ in tf.range(steps):
-        self.strategy.run(replica_step, args=(next(iterator),))
-    return train_loop
-
-  def train(self):
+  def train(self):  # pylint: disable=arguments-differ
     o = self.options
     _, path = self._records("train")
     dataset = classification.classification_dataset(path, o.max_seq_length, o.train_batch_size,
                                                     True, self.regression, seed=o.seed)
-    iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
-    train_loop = self._make_train_loop()
-    writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "train"))
-    best = self._best_score()
-    start_step, start_time, last_log = self.global_step, time.time(), 0.0
-    while self.global_step < o.train_step:
-      step = self.global_step
-      next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
-      steps = min(o.iterations_per_loop, o.train_step - step, next_save - step)
-      self.train_loss.reset_state()
-      train_loop(iterator, tf.constant(steps, tf.int32))
-      step, loss = self.global_step, float(self.train_loss.result())
-      if not math.isfinite(loss):
-        raise FloatingPointError(f"loss is {loss} at step {step}; the last good checkpoint is "
-                                 f"{self.manager.latest_checkpoint or 'none'}")
-      with writer.as_default(step=step):
-        tf.summary.scalar("loss", loss)
-        tf.summary.scalar("learning_rate", float(self.schedule(step)))
-      if step % o.save_checkpoints_steps == 0 or step == o.train_step:
-        saved = self.manager.save(checkpoint_number=step)
-        if o.do_eval:
-          results = self.evaluate()
-          best = self._keep_if_best(saved, results, best)
-      now = time.time()
-      if now - last_log >= o.log_every_seconds or step == o.train_step:
-        last_log = now
-        rate = (step - start_step) / max(now - start_time, 1e-9)
-        eta = (o.train_step - step) / rate if rate > 0 else float("inf")
-        logger.info("step %d/%d  loss %.4f  %.2f steps/s  %.1f examples/s  ETA %.0fs", step,
-                    o.train_step, loss, rate, rate * o.train_batch_size, eta)
-    writer.flush()
+    best = [self._best_score()]
+
+    def on_checkpoint(saved):
+      if o.do_eval:
+        best[0] = self._keep_if_best(saved, self.evaluate(), best[0])
+    super().train(dataset, on_checkpoint)
 
   # --- eval and predict ---------------------------------------------------------------------
   def _predict(self, path, batch_size):
@@ -228,7 +272,7 @@ class ClassifierRunner:
     loss = float(np.mean(self._loss(tf.constant(outputs), tf.constant(labels)).numpy()))
     results = {"global_step": self.global_step, "loss": loss}
     results.update(compute_metrics(self.processor, outputs, labels))
-    _write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
+    write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
     self.last_eval = results
     logger.info("Eval at step %d: %s", self.global_step,
                 ", ".join(f"{k} = {v:.4f}" for k, v in results.items() if k != "global_step"))
@@ -281,7 +325,7 @@ class ClassifierRunner:
     tf.io.gfile.makedirs(tmp)
     for source in tf.io.gfile.glob(saved + ".*"):
       tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
-    _write_results(os.path.join(tmp, "best_results.txt"), results)
+    write_results(os.path.join(tmp, "best_results.txt"), results)
     if tf.io.gfile.exists(folder):
       shutil.rmtree(folder)
     tf.io.gfile.rename(tmp, folder)
@@ -290,7 +334,7 @@ class ClassifierRunner:
     return score
 
 
-def _write_results(path, results):
+def write_results(path, results):
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
     for key in sorted(results):
       f.write(f"{key} = {results[key]}\n")

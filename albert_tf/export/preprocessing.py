@@ -453,16 +453,9 @@ def _digit_comma_replacements(reference):
   replacements = {}
   for piece_id in range(sp_model.get_piece_size()):
     piece = sp_model.id_to_piece(piece_id)
-    if not (len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()):
-      continue
-    cur_pieces = sp_model.encode_as_pieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-    if piece[0] != SPIECE_UNDERLINE and cur_pieces and cur_pieces[0][0] == SPIECE_UNDERLINE:
-      if len(cur_pieces[0]) == 1:
-        cur_pieces = cur_pieces[1:]
-      else:
-        cur_pieces[0] = cur_pieces[0][1:]
-    cur_pieces.append(piece[-1])
-    replacements[piece_id] = reference.convert_tokens_to_ids(cur_pieces)
+    if py_tokenizer.is_digit_comma_piece(piece):
+      replacements[piece_id] = reference.convert_tokens_to_ids(
+          py_tokenizer.split_digit_comma_piece(sp_model, piece))
   return replacements
 
 

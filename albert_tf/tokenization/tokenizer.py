@@ -60,20 +60,30 @@ def preprocess_text(text, lower=False):
   return outputs
 
 
+def is_digit_comma_piece(piece):
+  """True for a piece the original's encode step splits: longer than one character, ending
+  in a digit and ","."""
+  return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def split_digit_comma_piece(sp_model, piece):
+  """The pieces that replace a digit-comma piece: "▁1990," -> "▁1990", ","."""
+  cur_pieces = sp_model.encode_as_pieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+  # The re-encoding gets spm's dummy "▁" prefix; a piece from inside a word must not.
+  if piece[0] != SPIECE_UNDERLINE and cur_pieces and cur_pieces[0][0] == SPIECE_UNDERLINE:
+    if len(cur_pieces[0]) == 1:
+      cur_pieces = cur_pieces[1:]
+    else:
+      cur_pieces[0] = cur_pieces[0][1:]
+  return cur_pieces + [piece[-1]]
+
+
 def encode_pieces(sp_model, text):
   """SentencePiece pieces with the original's digit-comma split ("▁1990," -> "▁1990", ",")."""
   new_pieces = []
   for piece in sp_model.encode_as_pieces(text):
-    if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
-      cur_pieces = sp_model.encode_as_pieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-      # The re-encoding gets spm's dummy "▁" prefix; a piece from inside a word must not.
-      if piece[0] != SPIECE_UNDERLINE and cur_pieces[0][0] == SPIECE_UNDERLINE:
-        if len(cur_pieces[0]) == 1:
-          cur_pieces = cur_pieces[1:]
-        else:
-          cur_pieces[0] = cur_pieces[0][1:]
-      cur_pieces.append(piece[-1])
-      new_pieces.extend(cur_pieces)
+    if is_digit_comma_piece(piece):
+      new_pieces.extend(split_digit_comma_piece(sp_model, piece))
     else:
       new_pieces.append(piece)
   return new_pieces

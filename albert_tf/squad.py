@@ -1,0 +1,282 @@
+"""Fine-tuning and prediction on SQuAD v1.1 / v2.0: the run_squad job.
+
+Features are cached as TFRecords beside the outputs (rebuilt when the data, tokenizer or
+window flags change); training runs the shared fine-tuning loop (`finetuning.FineTuner`) with
+the original's losses; prediction writes `predictions.json`, `nbest_predictions.json`
+(and `null_odds.json` for v2) and, when the predict file has answers, the official EM / F1 in
+`eval_results.txt` (v2: after the original's search for the best null-score threshold, which
+then decides the written predictions).
+"""
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.data import squad as squad_data
+from albert_tf.finetuning import FineTuner, write_results
+from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.modeling.squad import AlbertSquad
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class SquadOptions:
+  """run_squad.py's flags (the original's names and defaults)."""
+  train_file: str = None
+  predict_file: str = None
+  output_dir: str = None
+  albert_config_file: str = None
+  init_checkpoint: str = None
+  albert_hub_module_handle: str = None
+  spm_model_file: str = None
+  do_lower_case: bool = True
+  max_seq_length: int = 384
+  doc_stride: int = 128
+  max_query_length: int = 64
+  do_train: bool = False
+  do_predict: bool = False
+  train_batch_size: int = 32
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  optimizer: str = "adamw"
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  iterations_per_loop: int = 1000
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  version_2_with_negative: bool = False
+  start_n_top: int = 5
+  end_n_top: int = 5
+  dropout_prob: float = 0.1
+  null_score_diff_threshold: float = None
+  train_feature_file: str = None
+  predict_feature_file: str = None
+  export_dir: str = None
+  layerwise_lr_decay: float = None
+  seed: int = None
+  log_every_seconds: float = 10.0
+
+
+def _feature_key(options, input_file, is_training):
+  """What the cached features depend on; a cache with another key is rebuilt."""
+  digest = hashlib.sha256()
+  for path in (input_file, options.spm_model_file):
+    with open(path, "rb") as f:
+      for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+  digest.update(json.dumps([options.do_lower_case, options.max_seq_length, options.doc_stride,
+                            options.max_query_length, is_training]).encode())
+  return digest.hexdigest()
+
+
+class SquadRunner(FineTuner):
+  """Data, model, optimizer and checkpoints of one SQuAD job."""
+
+  def __init__(self, options, strategy=None):
+    o = options
+    if not o.spm_model_file:
+      raise ValueError("run_squad needs --spm_model_file: answers are located through "
+                       "SentencePiece pieces, as in the original")
+    if o.do_train and not o.train_file:
+      raise ValueError("--do_train needs --train_file")
+    if o.do_predict and not o.predict_file:
+      raise ValueError("--do_predict needs --predict_file")
+    self.train_examples = None
+    train_steps = warmup_steps = 0
+    if o.do_train:
+      self.train_examples = squad_data.read_squad_examples(o.train_file, True,
+                                                           o.version_2_with_negative)
+      train_steps = int(len(self.train_examples) / o.train_batch_size * o.num_train_epochs)
+      if train_steps < 1:
+        raise ValueError(f"{len(self.train_examples)} training questions at "
+                         f"--train_batch_size={o.train_batch_size} and --num_train_epochs="
+                         f"{o.num_train_epochs} make no training step")
+      warmup_steps = int(train_steps * o.warmup_proportion)
+    super().__init__(options, strategy, train_steps, warmup_steps)
+
+  def build_model(self):
+    o = self.options
+    return AlbertSquad(self.config, version_2=o.version_2_with_negative,
+                       start_n_top=o.start_n_top, end_n_top=o.end_n_top,
+                       dropout_rate=o.dropout_prob)
+
+  # --- features -----------------------------------------------------------------------------
+  def _feature_file(self, examples, input_file, is_training):
+    """The cached TFRecord of `examples`' features, built when missing or stale."""
+    o = self.options
+    path = (o.train_feature_file if is_training else o.predict_feature_file) or os.path.join(
+        o.output_dir, "train_features.tf_record" if is_training
+        else "predict_features.tf_record")
+    key = _feature_key(o, input_file, is_training)
+    sidecar = path + ".json"
+    if tf.io.gfile.exists(path) and tf.io.gfile.exists(sidecar):
+      with tf.io.gfile.GFile(sidecar) as f:
+        meta = json.load(f)
+      if meta.get("key") == key:
+        logger.info("Using the cached features %s (%d features)", path, meta["num_features"])
+        return path, meta["num_features"]
+      logger.info("%s was built from other data or flags; rebuilding it", path)
+    start = time.time()
+    features = squad_data.convert_examples_to_features(
+        examples, self.tokenizer, o.max_seq_length, o.doc_stride, o.max_query_length,
+        is_training)
+    if not features:
+      raise ValueError(f"{input_file} gives no features (every context is empty)")
+    count = squad_data.write_squad_tfrecord(features, path)
+    squad_data.write_json(sidecar, {"key": key, "num_features": count,
+                                    "num_examples": len(examples), "source": input_file})
+    logger.info("Wrote %d features of %d questions to %s in %.1fs", count, len(examples), path,
+                time.time() - start)
+    return path, count
+
+  # --- train --------------------------------------------------------------------------------
+  def per_example_loss(self, batch):
+    inputs = {n: batch[n] for n in INPUT_NAMES}
+    seq_length = self.options.max_seq_length
+    if not self.options.version_2_with_negative:
+      out = self.model(inputs, training=True)
+
+      def cross_entropy(logits, positions):
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=positions, logits=logits)
+      return (cross_entropy(out["start_logits"], batch["start_positions"])
+              + cross_entropy(out["end_logits"], batch["end_positions"])) / 2.0
+    inputs.update(p_mask=batch["p_mask"], start_positions=batch["start_positions"])
+    out = self.model(inputs, training=True)
+
+    def nll(log_probs, positions):
+      return -tf.reduce_sum(tf.one_hot(positions, seq_length) * log_probs, -1)
+    span = (nll(out["start_log_probs"], batch["start_positions"])
+            + nll(out["end_log_probs"], batch["end_positions"])) * 0.5
+    answer_class = tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.cast(batch["is_impossible"], tf.float32), logits=out["cls_logits"])
+    return span + 0.5 * answer_class  # the original weighs the answer-class loss by 0.5
+
+  def train(self):  # pylint: disable=arguments-differ
+    o = self.options
+    path, count = self._feature_file(self.train_examples, o.train_file, True)
+    logger.info("Training: %d questions, %d features, %d steps of %d", len(self.train_examples),
+                count, self.train_steps, o.train_batch_size)
+    dataset = squad_data.squad_dataset(path, o.max_seq_length, o.train_batch_size, True,
+                                       seed=o.seed)
+    super().train(dataset)
+
+  # --- predict ------------------------------------------------------------------------------
+  def _raw_results(self, path, num_features):
+    """unique_id -> the model's outputs (NumPy) for every feature of `path`."""
+    o = self.options
+    model = self.model
+
+    @tf.function
+    def step(batch):
+      inputs = {n: batch[n] for n in INPUT_NAMES}
+      if o.version_2_with_negative:
+        inputs["p_mask"] = batch["p_mask"]
+      return model(inputs, training=False)
+
+    results, done, start, last_log = {}, 0, time.time(), time.time()
+    for batch in squad_data.squad_dataset(path, o.max_seq_length, o.predict_batch_size, False):
+      outputs = {k: v.numpy() for k, v in step(batch).items()}
+      for i, unique_id in enumerate(batch["unique_ids"].numpy()):
+        row = {k: v[i] for k, v in outputs.items()}
+        results[int(unique_id)] = (row if o.version_2_with_negative
+                                   else (row["start_logits"], row["end_logits"]))
+      done += len(batch["unique_ids"])
+      if time.time() - last_log >= o.log_every_seconds:
+        last_log = time.time()
+        rate = done / (last_log - start)
+        logger.info("predicted %d/%d features  %.1f features/s  ETA %.0fs", done, num_features,
+                    rate, (num_features - done) / max(rate, 1e-9))
+    return results
+
+  def predict(self):
+    """Writes the prediction files (and eval_results.txt when the file has answers);
+    returns the metrics or None."""
+    o = self.options
+    examples = squad_data.read_squad_examples(o.predict_file, False, o.version_2_with_negative)
+    path, count = self._feature_file(examples, o.predict_file, False)
+    features = squad_data.read_squad_features(path)
+    results = self._raw_results(path, count)
+    dataset = squad_data.load_squad_json(o.predict_file)
+    has_answers = any(qa.get("answers") or qa.get("is_impossible")
+                      for article in dataset for p in article["paragraphs"] for qa in p["qas"])
+    metrics = None
+    files = {"predictions": os.path.join(o.output_dir, "predictions.json"),
+             "nbest": os.path.join(o.output_dir, "nbest_predictions.json")}
+    if not o.version_2_with_negative:
+      predictions, nbest = squad_data.postprocess_v1(examples, features, results,
+                                                     o.n_best_size, o.max_answer_length)
+      if has_answers:
+        metrics = squad_data.evaluate(dataset, predictions)
+    else:
+      threshold = o.null_score_diff_threshold
+      if threshold is None and has_answers:
+        # The original's two passes: find the best threshold on these answers, then use it.
+        raw, _, null_odds = squad_data.postprocess_v2(examples, features, results,
+                                                      o.n_best_size, o.max_answer_length)
+        threshold = squad_data.evaluate(dataset, raw, null_odds)["best_f1_thresh"]
+      predictions, nbest, null_odds = squad_data.postprocess_v2(
+          examples, features, results, o.n_best_size, o.max_answer_length, threshold)
+      files["null_odds"] = os.path.join(o.output_dir, "null_odds.json")
+      squad_data.write_json(files["null_odds"], null_odds)
+      if has_answers:
+        metrics = squad_data.evaluate(dataset, predictions, null_odds)
+        metrics["null_score_diff_threshold"] = threshold
+      self.null_score_diff_threshold = threshold
+    squad_data.write_json(files["predictions"], predictions)
+    squad_data.write_json(files["nbest"], nbest)
+    logger.info("Wrote %s", ", ".join(files.values()))
+    if metrics is not None:
+      metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+      metrics["global_step"] = self.global_step
+      write_results(os.path.join(o.output_dir, "eval_results.txt"), metrics)
+      writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "eval"))
+      with writer.as_default(step=self.global_step):
+        for key, value in metrics.items():
+          tf.summary.scalar(key, value)
+      writer.flush()
+      main = ("exact_match", "f1") if "exact_match" in metrics else ("exact", "f1")
+      logger.info("Eval at step %d: %s", self.global_step,
+                  ", ".join(f"{k} = {metrics[k]:.2f}" for k in main))
+    return metrics
+
+  null_score_diff_threshold = None  # v2: the threshold of the last prediction
+
+  def export(self):
+    """A (question, context) -> answer serving SavedModel of the current weights."""
+    from albert_tf.export.squad_serving import export_squad  # pylint: disable=g-import-not-at-top
+    o = self.options
+    threshold = o.null_score_diff_threshold
+    if threshold is None:
+      threshold = self.null_score_diff_threshold
+    path = export_squad(self.model, o.export_dir, spm_model_file=o.spm_model_file,
+                        do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length,
+                        doc_stride=o.doc_stride, max_query_length=o.max_query_length,
+                        n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
+                        null_score_diff_threshold=threshold)
+    logger.info("Exported the serving model (question, context -> answer) to %s", path)
+    return path
+
+
+def run_squad(options, strategy=None):
+  """What run_squad.py does; returns the prediction metrics (or None)."""
+  if not (options.do_train or options.do_predict or options.export_dir):
+    raise ValueError("at least one of --do_train, --do_predict or --export_dir must be set")
+  runner = SquadRunner(options, strategy)
+  runner.restore_or_initialize()
+  metrics = None
+  if options.do_train:
+    runner.train()
+  if options.do_predict:
+    metrics = runner.predict()
+  if options.export_dir:
+    runner.export()
+  return metrics

@@ -1,0 +1,153 @@
+"""SentencePiece ids of a raw text with each piece's span in that raw text.
+
+    ids, starts, ends = encode_with_offsets(tokenizer, "The Café, in 1990, ...")
+    text[starts[i]:ends[i] + 1]   # the raw characters piece i came from
+
+SQuAD needs answers as character spans of the original context, while the model sees pieces
+of `preprocess_text(context)` (whitespace collapsed, NFKD, accents dropped, lowercased). The
+original recovers the link with a character-level LCS between the context and the joined
+pieces; here it is exact instead: the normalisation is replayed character by character,
+remembering where each output character came from, and SentencePiece reports each piece's
+span in the normalised text. The pieces and ids are `FullTokenizer.tokenize`'s (with the
+digit-comma split), so features built from them match the original's.
+"""
+
+import bisect
+import unicodedata
+
+from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, is_digit_comma_piece,
+                                              preprocess_text,
+                                              split_digit_comma_piece)
+
+
+def normalize_with_offsets(text, lower):
+  """`preprocess_text(text, lower)` and, for each of its characters, the index in `text` of
+  the character it came from."""
+  chars, origins = [], []
+  for i, c in enumerate(text):  # whitespace runs -> one space, ends stripped
+    if c.isspace():
+      if chars and chars[-1] != " ":
+        chars.append(" ")
+        origins.append(i)
+    else:
+      chars.append(c)
+      origins.append(i)
+  if chars and chars[-1] == " ":
+    chars.pop()
+    origins.pop()
+  for pair in ("``", "''"):  # both become '"', left to right as str.replace
+    joined = "".join(chars)
+    if pair not in joined:
+      continue
+    new_chars, new_origins, k = [], [], 0
+    while k < len(chars):
+      if joined.startswith(pair, k):
+        new_chars.append('"')
+        new_origins.append(origins[k])
+        k += 2
+      else:
+        new_chars.append(chars[k])
+        new_origins.append(origins[k])
+        k += 1
+    chars, origins = new_chars, new_origins
+  # NFKD character by character is NFKD of the whole: it only differs in the order of
+  # combining marks, which are all dropped.
+  pieces = chars
+  if not "".join(chars).isascii():
+    pieces = ["".join(d for d in unicodedata.normalize("NFKD", c)
+                      if not unicodedata.combining(d)) for c in chars]
+  if lower:
+    pieces = [p.lower() for p in pieces]
+  out_chars, out_origins = [], []
+  for piece, origin in zip(pieces, origins):
+    out_chars.extend(piece)
+    out_origins.extend([origin] * len(piece))
+  normalized = "".join(out_chars)
+  expected = preprocess_text(text, lower=lower)
+  if normalized != expected:
+    # Context-dependent lowercasing (a final sigma) keeps lengths: take the whole-string result.
+    if len(normalized) != len(expected):
+      raise ValueError(f"cannot align the normalised text of {text[:60]!r}...")
+    normalized = expected
+  return normalized, out_origins
+
+
+def _char_index_of_bytes(text):
+  """byte offset in utf-8 -> character index, for every byte offset (and the end)."""
+  index = []
+  for i, c in enumerate(text):
+    index.extend([i] * len(c.encode("utf-8")))
+  index.append(len(text))
+  return index
+
+
+def _piece_spans(sp_model, normalized):
+  """(piece, start, end) of SentencePiece's encoding, end exclusive, in characters of
+  `normalized`; a piece's span includes the space its "▁" stands for."""
+  proto = sp_model.encode(normalized, return_type="proto")
+  char_of = _char_index_of_bytes(normalized)
+  return [(p.piece, char_of[p.begin], char_of[p.end]) for p in proto.pieces]
+
+
+def encode_with_offsets(tokenizer, text):
+  """Ids of `tokenizer.tokenize(text)` with each piece's inclusive character span in `text`.
+
+  Returns (ids, starts, ends): lists of equal length. A piece that stands for a space plus a
+  word starts at that space (as in the original); spans of consecutive pieces do not overlap
+  except where one raw character becomes several pieces (a ligature such as "ﬁ"). Combining
+  marks and whitespace that normalisation drops belong to the piece before them.
+  """
+  if not tokenizer.is_spm:
+    raise ValueError("character offsets need a SentencePiece tokenizer (--spm_model_file)")
+  normalized, origins = normalize_with_offsets(text, tokenizer.do_lower_case)
+  if not normalized:
+    return [], [], []
+  sp_model = tokenizer.sp_model
+  pieces, spans = [], []
+  for piece, start, end in _piece_spans(sp_model, normalized):
+    if is_digit_comma_piece(piece):
+      parts = split_digit_comma_piece(sp_model, piece)
+      body = normalized[start:end - 1]
+      cursor = start
+      texts = [p.replace(SPIECE_UNDERLINE, "") for p in parts[:-1]]
+      if "".join(texts) == body.lstrip(" "):
+        lead = len(body) - len(body.lstrip(" "))
+        for k, (part, part_text) in enumerate(zip(parts[:-1], texts)):
+          width = len(part_text) + (lead if k == 0 else 0)
+          pieces.append(part)
+          spans.append((cursor, cursor + width))
+          cursor += width
+      else:  # should not happen; keep the pieces, each spanning the number
+        for part in parts[:-1]:
+          pieces.append(part)
+          spans.append((start, end - 1))
+      pieces.append(parts[-1])
+      spans.append((end - 1, end))
+    else:
+      pieces.append(piece)
+      spans.append((start, end))
+  ids = tokenizer.convert_tokens_to_ids(pieces)
+  # The last raw character each normalised character accounts for: up to the next one's.
+  n = len(normalized)
+  last = [0] * n
+  for k in range(n):
+    following = origins[k + 1] - 1 if k + 1 < n else len(text) - 1
+    last[k] = max(origins[k], following)
+  starts, ends = [], []
+  for s, e in spans:
+    start = origins[s] if s < n else len(text)
+    starts.append(start)
+    # A zero-width piece (the "▁" SentencePiece puts before a text that starts with a
+    # character it cannot join) covers no character: end = start - 1.
+    ends.append(last[e - 1] if e > s else start - 1)
+  return ids, starts, ends
+
+
+def token_for_char(starts, ends, char_start, char_end):
+  """First piece ending at or after `char_start` and last piece starting at or before
+  `char_end` (inclusive character offsets): the pieces that cover an answer span."""
+  first = bisect.bisect_left(ends, char_start)
+  last = bisect.bisect_right(starts, char_end) - 1
+  first = min(max(first, 0), len(ends) - 1)
+  last = min(max(last, first), len(starts) - 1)
+  return first, last

@@ -1,0 +1,89 @@
+"""Fine-tunes ALBERT on SQuAD v1.1 or v2.0 and writes predictions (the original script's flags).
+
+  python run_squad.py --train_file=train-v2.0.json --predict_file=dev-v2.0.json \
+      --version_2_with_negative --output_dir=runs/squad2 \
+      --albert_config_file=albert_base/albert_config.json \
+      --init_checkpoint=albert_base/model.ckpt-best --spm_model_file=albert_base/30k-clean.model \
+      --do_train --do_predict --max_seq_length=384 --doc_stride=128 --max_query_length=64 \
+      --train_batch_size=48 --learning_rate=3e-5 --num_train_epochs=2.0 --export_dir=runs/serve
+
+Outputs in --output_dir: checkpoints, predictions.json, nbest_predictions.json, null_odds.json
+(v2), eval_results.txt (official EM/F1 when --predict_file has answers), cached features.
+"""
+
+import logging
+import sys
+
+from absl import app
+from absl import flags
+
+from albert_tf.distribute import STRATEGIES, create_strategy
+from albert_tf.squad import SquadOptions, run_squad
+
+FLAGS = flags.FLAGS
+_D = SquadOptions()
+
+flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.")
+flags.DEFINE_string("output_dir", None, "Checkpoints, predictions, eval_results.txt.")
+flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
+flags.DEFINE_string("init_checkpoint", None, "Our checkpoint or an original TF1 one.")
+flags.DEFINE_string("albert_hub_module_handle", None,
+                    "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+flags.DEFINE_bool("do_lower_case", _D.do_lower_case, "Lowercase the input.")
+flags.DEFINE_integer("max_seq_length", _D.max_seq_length, "Pieces per window, all included.")
+flags.DEFINE_integer("doc_stride", _D.doc_stride, "Pieces between window starts.")
+flags.DEFINE_integer("max_query_length", _D.max_query_length, "Questions are cut to this.")
+flags.DEFINE_bool("do_train", False, "Train on --train_file.")
+flags.DEFINE_bool("do_predict", False, "Predict --predict_file (and score it if it has answers).")
+flags.DEFINE_integer("train_batch_size", _D.train_batch_size, "Global train batch.")
+flags.DEFINE_integer("predict_batch_size", _D.predict_batch_size, "Predict batch.")
+flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate.")
+flags.DEFINE_enum("optimizer", _D.optimizer, ["adamw", "lamb"], "Optimizer.")
+flags.DEFINE_float("num_train_epochs", _D.num_train_epochs,
+                   "Epochs; steps = questions / train_batch_size * epochs, as the original.")
+flags.DEFINE_float("warmup_proportion", _D.warmup_proportion, "Share of steps warming up.")
+flags.DEFINE_integer("save_checkpoints_steps", _D.save_checkpoints_steps,
+                     "Steps between checkpoints.")
+flags.DEFINE_integer("keep_checkpoint_max", _D.keep_checkpoint_max, "Checkpoints kept.")
+flags.DEFINE_integer("iterations_per_loop", _D.iterations_per_loop, "Steps per tf.function.")
+flags.DEFINE_integer("n_best_size", _D.n_best_size, "Answers kept per question (n-best list).")
+flags.DEFINE_integer("max_answer_length", _D.max_answer_length, "Longest answer, in pieces.")
+flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: unanswerable questions.")
+flags.DEFINE_integer("start_n_top", _D.start_n_top, "v2: beam of starts.")
+flags.DEFINE_integer("end_n_top", _D.end_n_top, "v2: ends kept per start.")
+flags.DEFINE_float("dropout_prob", _D.dropout_prob, "v2: dropout of the answer-class layer.")
+flags.DEFINE_float("null_score_diff_threshold", None,
+                   "v2: empty answer when the null score is at least this (default: the best "
+                   "threshold on --predict_file's answers, as the original).")
+flags.DEFINE_string("train_feature_file", None,
+                    "Cache of training features (default output_dir/train_features.tf_record).")
+flags.DEFINE_string("predict_feature_file", None,
+                    "Cache of predict features (default output_dir/predict_features.tf_record).")
+flags.DEFINE_string("export_dir", None,
+                    "Write a (question, context) -> answer serving SavedModel here at the end.")
+flags.DEFINE_float("layerwise_lr_decay", None, "Layer-wise learning-rate decay (adamw).")
+flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
+flags.DEFINE_integer("seed", None, "Seed of the input shuffling.")
+flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")
+
+
+def main(argv):
+  del argv
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+  logging.getLogger().setLevel(logging.INFO)
+  options = SquadOptions(**{k: FLAGS[k].value for k in SquadOptions.__annotations__
+                            if k in FLAGS})
+  try:
+    run_squad(options, create_strategy(FLAGS.distribution_strategy))
+  except (OSError, ValueError, FloatingPointError) as e:
+    logging.error("%s", e)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  for name in ("output_dir", "albert_config_file", "spm_model_file"):
+    flags.mark_flag_as_required(name)
+  app.run(lambda argv: sys.exit(main(argv)))

@@ -1,0 +1,172 @@
+"""run_squad end to end on real SQuAD v1.1 questions (xquad) and a v2.0 fixture, tiny model:
+train a few steps, predict, score with the official metrics, export, serve."""
+
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT, SHARED_DATA
+from albert_tf.data import squad as squad_data
+from albert_tf.squad import SquadOptions, run_squad
+
+XQUAD = SHARED_DATA / "squad" / "v1.1_xquad_en" / "xquad.en.json"
+SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
+SMALL = dict(albert_config_file=str(ROOT / "configs" / "tiny.json"), spm_model_file=str(SPM),
+             max_seq_length=64, doc_stride=24, max_query_length=16, train_batch_size=8,
+             predict_batch_size=32, num_train_epochs=0.3, seed=1, log_every_seconds=0)
+
+
+def _questions(data):
+  return [(qa["id"], qa["question"], p["context"])
+          for a in data for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def _dataset(tmp, version_2):
+  data = squad_data.load_squad_json(str(XQUAD))[:2]  # 97 questions, long contexts
+  if version_2:
+    for n, (qa) in enumerate(qa for a in data for p in a["paragraphs"] for qa in p["qas"]):
+      if n % 3 == 0:
+        qa["is_impossible"], qa["answers"] = True, []
+  path = tmp / "squad.json"
+  path.write_text(json.dumps({"version": "2.0" if version_2 else "1.1", "data": data}))
+  return str(path), data
+
+
+def _run(tmp_path_factory, version_2):
+  tmp = tmp_path_factory.mktemp("squad_v2" if version_2 else "squad_v1")
+  path, data = _dataset(tmp, version_2)
+  options = SquadOptions(train_file=path, predict_file=path, output_dir=str(tmp / "out"),
+                         do_train=True, do_predict=True, export_dir=str(tmp / "export"),
+                         version_2_with_negative=version_2, **SMALL)
+  metrics = run_squad(options)
+  return dict(options=options, metrics=metrics, data=data, out=tmp / "out",
+              export=str(tmp / "export"))
+
+
+@pytest.fixture(scope="module")
+def v1(tmp_path_factory):
+  return _run(tmp_path_factory, False)
+
+
+@pytest.fixture(scope="module")
+def v2(tmp_path_factory):
+  return _run(tmp_path_factory, True)
+
+
+def _read_results(path):
+  return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
+
+
+def _serve(export_dir, data):
+  ids, questions, contexts = zip(*_questions(data))
+  model = tf.saved_model.load(export_dir)
+  out = model.signatures["serving_default"](question=tf.constant(questions),
+                                            context=tf.constant(contexts))
+  answers = [a.decode("utf-8") for a in out["answer"].numpy()]
+  return ids, contexts, answers, out
+
+
+def test_v1_writes_predictions_and_the_official_metrics(v1):
+  predictions = json.loads((v1["out"] / "predictions.json").read_text())
+  nbest = json.loads((v1["out"] / "nbest_predictions.json").read_text())
+  ids = [q for q, _, _ in _questions(v1["data"])]
+  assert list(predictions) == ids and list(nbest) == ids
+  for qid in ids:
+    assert 1 <= len(nbest[qid]) <= 20 and nbest[qid][0]["text"] == predictions[qid]
+    assert abs(sum(e["probability"] for e in nbest[qid]) - 1) < 1e-6
+  results = _read_results(v1["out"] / "eval_results.txt")
+  official = squad_data.evaluate(v1["data"], predictions)
+  assert results["exact_match"] == pytest.approx(official["exact_match"])
+  assert results["f1"] == pytest.approx(official["f1"]) and results["global_step"] == 3
+  assert not (v1["out"] / "null_odds.json").exists()
+
+
+def test_v1_serving_answers_as_run_squad_predicts(v1):
+  predictions = json.loads((v1["out"] / "predictions.json").read_text())
+  ids, contexts, answers, out = _serve(v1["export"], v1["data"])
+  assert answers == [predictions[q] for q in ids]
+  for context, answer, start, end in zip(contexts, answers, out["start"].numpy(),
+                                         out["end"].numpy()):
+    assert context[start:end] == answer
+
+
+def test_v2_writes_null_odds_and_uses_the_best_threshold(v2):
+  out = v2["out"]
+  predictions = json.loads((out / "predictions.json").read_text())
+  null_odds = json.loads((out / "null_odds.json").read_text())
+  results = _read_results(out / "eval_results.txt")
+  threshold = results["null_score_diff_threshold"]
+  assert list(null_odds) == list(predictions)
+  for qid, answer in predictions.items():
+    assert (answer == "") == (null_odds[qid] >= threshold)
+  official = squad_data.evaluate(v2["data"], predictions, null_odds)
+  for key in ("exact", "f1", "HasAns_f1", "NoAns_exact", "best_f1"):
+    assert results[key] == pytest.approx(official[key])
+
+
+def test_v2_serving_answers_as_run_squad_predicts(v2):
+  predictions = json.loads((v2["out"] / "predictions.json").read_text())
+  null_odds = json.loads((v2["out"] / "null_odds.json").read_text())
+  ids, _, answers, out = _serve(v2["export"], v2["data"])
+  assert answers == [predictions[q] for q in ids]
+  assert out["null_score"].numpy().tolist() == pytest.approx([null_odds[q] for q in ids],
+                                                            rel=1e-4, abs=1e-5)
+
+
+def test_a_second_run_resumes_and_reuses_the_cached_features(v1, caplog, tmp_path):
+  options = v1["options"]
+  with caplog.at_level(logging.INFO):
+    run_squad(SquadOptions(**{**options.__dict__, "export_dir": None}))
+  assert "Resumed from" in caplog.text and "Using the cached features" in caplog.text
+  assert _read_results(v1["out"] / "eval_results.txt")["global_step"] == 3
+  caplog.clear()
+  changed = SquadOptions(**{**options.__dict__, "doc_stride": 20, "do_train": False,
+                            "export_dir": None, "output_dir": str(tmp_path),
+                            "init_checkpoint": str(v1["out"]),
+                            "predict_feature_file": str(v1["out"] / "predict_features.tf_record")})
+  with caplog.at_level(logging.INFO):
+    run_squad(changed)
+  assert "rebuilding it" in caplog.text
+
+
+def test_script_predicts_from_a_checkpoint(v1, tmp_path):
+  path = v1["options"].predict_file
+  flags = [f"--{k}={v}" for k, v in SMALL.items() if k not in ("seed", "num_train_epochs")]
+  command = [sys.executable, str(ROOT / "run_squad.py"), f"--predict_file={path}",
+             f"--init_checkpoint={v1['out']}", f"--output_dir={tmp_path / 'cli'}",
+             "--do_predict"] + flags
+  done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert (json.loads((tmp_path / "cli" / "predictions.json").read_text())
+          == json.loads((v1["out"] / "predictions.json").read_text()))
+
+
+def test_missing_files_are_named(tmp_path):
+  with pytest.raises(ValueError, match="--do_predict needs --predict_file"):
+    run_squad(SquadOptions(output_dir=str(tmp_path), do_predict=True, **SMALL))
+  with pytest.raises(FileNotFoundError, match="nowhere.json"):
+    run_squad(SquadOptions(output_dir=str(tmp_path), do_predict=True,
+                           predict_file=str(tmp_path / "nowhere.json"), **SMALL))
+
+
+def test_serving_piece_offsets_equal_run_squads(v1):
+  """The in-graph alignment gives every xquad context piece the characters that
+  tokenization.offsets gives it (spaces aside), so served answers are run_squad's."""
+  from albert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  from albert_tf.tokenization.offsets import encode_with_offsets  # pylint: disable=g-import-not-at-top
+  serving = tf.saved_model.load(v1["export"])
+  contexts = sorted({c for _, _, c in _questions(squad_data.load_squad_json(str(XQUAD)))})
+  contexts.append("Café  naïve ﬁsh, in 1990, ΟΔΟΣ e\u0301te (wójt) 6½ x")
+  ids, first, last = serving.context_pieces(tf.constant(contexts))
+  tokenizer = FullTokenizer(spm_model_file=SPM)
+  for row, context in enumerate(contexts):
+    raw = context.encode("utf-8")
+    expected = encode_with_offsets(tokenizer, context)
+    assert ids[row].numpy().tolist() == expected[0]
+    got = [raw[b:e + 1].decode("utf-8").strip()
+           for b, e in zip(first[row].numpy(), last[row].numpy())]
+    assert got == [context[b:e + 1].strip() for b, e in zip(expected[1], expected[2])]

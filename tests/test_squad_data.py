@@ -1,0 +1,245 @@
+"""SQuAD data: character alignment, windows, features, TFRecords, post-processing, metrics."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from conftest import SHARED_DATA
+from albert_tf.data import squad
+from albert_tf.tokenization import FullTokenizer, preprocess_text
+from albert_tf.tokenization.offsets import encode_with_offsets, token_for_char
+
+XQUAD = SHARED_DATA / "squad" / "v1.1_xquad_en" / "xquad.en.json"
+SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def xquad():
+  return squad.load_squad_json(str(XQUAD))
+
+
+def _pieces_with_text(tokenizer, text):
+  ids, starts, ends = encode_with_offsets(tokenizer, text)
+  return [(piece, text[s:e + 1]) for piece, s, e in
+          zip(tokenizer.convert_ids_to_tokens(ids), starts, ends)]
+
+
+# --- alignment ---------------------------------------------------------------------------------
+def test_offsets_give_the_tokenizer_ids_and_cover_the_context_in_order(tokenizer, xquad):
+  for article in xquad:
+    for paragraph in article["paragraphs"]:
+      context = paragraph["context"]
+      ids, starts, ends = encode_with_offsets(tokenizer, context)
+      assert ids == tokenizer.encode_ids([context])[0]
+      assert starts == sorted(starts) and ends == sorted(ends)
+      # The raw characters of each piece normalise to text holding the piece (exactly the
+      # piece unless one raw character became several pieces: "½" -> "1⁄2").
+      for piece, s, e in zip(tokenizer.convert_ids_to_tokens(ids), starts, ends):
+        if piece != "<unk>":
+          assert piece.replace("▁", "") in preprocess_text(context[s:e + 1], lower=True)
+
+
+def test_offsets_through_normalisation_land_on_the_raw_characters(tokenizer):
+  text = "Café  naïve ﬁsh, in 1990, ``quoted'' ΟΔΟΣ e\u0301te"
+  pieces = _pieces_with_text(tokenizer, text)
+  assert ("▁cafe", "Café") in pieces  # accent dropped, span keeps it
+  assert ("▁fish", " ﬁsh") in pieces  # one ligature character became two
+  assert ("▁1990", " 1990") in pieces and (",", ",") in pieces  # the digit-comma split
+  assert ('"', "``") in pieces and ('"', "''") in pieces
+  assert ("<unk>", "ΟΔΟΣ") in pieces
+  # A combining mark that normalisation drops stays with the piece before it.
+  assert pieces[-1][1].strip() == "e\u0301te"
+
+
+def test_a_gold_answer_maps_to_the_pieces_that_cover_it(tokenizer):
+  text = "The treaty was signed in 1990, in Paris."
+  ids, starts, ends = encode_with_offsets(tokenizer, text)
+  first, last = token_for_char(starts, ends, text.index("1990"), text.index("1990") + 3)
+  assert text[starts[first]:ends[last] + 1].strip() == "1990"
+
+
+# --- windows ----------------------------------------------------------------------------------
+def test_doc_spans_and_max_context_follow_the_original():
+  # The original's example: "bought" (position 7) has more context in span C than in B.
+  spans = [(0, 5), (3, 5), (6, 5)]
+  assert squad.doc_spans(13, 5, 3) == [(0, 5), (3, 5), (6, 5), (9, 4)]
+  assert squad.is_max_context(spans, 2, 7) and not squad.is_max_context(spans, 1, 7)
+  assert squad.doc_spans(4, 5, 3) == [(0, 4)]
+
+
+def test_every_context_piece_is_scored_in_exactly_one_window(tokenizer, xquad):
+  examples = [squad.SquadExample("q", "What is it?", xquad[0]["paragraphs"][0]["context"])]
+  features = squad.convert_examples_to_features(examples, tokenizer, 48, 8, 16, False)
+  assert len(features) > 10  # a context many windows long
+  doc_length = len(encode_with_offsets(tokenizer, examples[0].paragraph_text)[0])
+  owners = np.zeros(doc_length, int)
+  starts = [0]
+  for f in features:
+    window_start = starts[-1] if f.doc_span_index == 0 else starts[-1] + 8
+    starts.append(window_start)
+    for i, is_max in enumerate(f.token_is_max_context):
+      owners[window_start + i] += is_max
+  assert (owners == 1).all()
+
+
+def test_features_pack_question_and_window_as_the_original(tokenizer):
+  example = squad.SquadExample("q1", "word " * 40, "A short context about Paris.", "Paris", 22)
+  feature, = squad.convert_examples_to_features([example], tokenizer, 64, 16, 10, True)
+  q = feature.doc_offset - 2
+  assert q == 10  # the question is cut to max_query_length pieces
+  ids = feature.input_ids
+  assert ids[0] == tokenizer.cls_id and ids[q + 1] == tokenizer.sep_id
+  n = len(feature.tok_start_to_orig_index)
+  assert ids[q + 2 + n] == tokenizer.sep_id and ids[q + 3 + n:] == [0] * (64 - q - 3 - n)
+  assert feature.segment_ids == [0] * (q + 2) + [1] * (n + 1) + [0] * (64 - q - 3 - n)
+  assert feature.p_mask == [0] + [1] * (q + 1) + [0] * n + [1] * (64 - q - 2 - n)
+  start = feature.start_position - feature.doc_offset
+  end = feature.end_position - feature.doc_offset
+  assert example.paragraph_text[feature.tok_start_to_orig_index[start]:
+                                 feature.tok_end_to_orig_index[end] + 1].strip() == "Paris"
+
+
+def test_training_windows_without_the_answer_point_at_cls(tokenizer, xquad):
+  paragraph = xquad[0]["paragraphs"][0]
+  qa = paragraph["qas"][0]
+  example = squad.SquadExample(qa["id"], qa["question"], paragraph["context"],
+                               qa["answers"][0]["text"], qa["answers"][0]["answer_start"])
+  features = squad.convert_examples_to_features([example], tokenizer, 48, 8, 16, True)
+  with_answer = [f for f in features if not f.is_impossible]
+  without = [f for f in features if f.is_impossible]
+  assert with_answer and without
+  assert all(f.start_position == f.end_position == 0 for f in without)
+
+
+# --- gold spans through post-processing ---------------------------------------------------------
+def _inside_a_piece(tokenizer, context, start, end):
+  """Whether an answer boundary falls inside a piece (no piece span can reproduce it)."""
+  _, starts, ends = encode_with_offsets(tokenizer, context)
+  first_chars = {s + len(context[s:e + 1]) - len(context[s:e + 1].lstrip())
+                 for s, e in zip(starts, ends)}
+  return start not in first_chars or end not in set(ends)
+
+
+def test_gold_spans_through_post_processing_give_exact_match_100(tokenizer, xquad):
+  examples = squad.read_squad_examples(str(XQUAD), is_training=True)
+  assert len(examples) == 1190
+  features = squad.convert_examples_to_features(examples, tokenizer, 128, 32, 32, True)
+  results = {}
+  for f in features:  # logits that pick the gold span in every window that holds it
+    start, end = np.full(128, -10.0), np.full(128, -10.0)
+    start[f.start_position], end[f.end_position] = 10.0, 10.0
+    results[f.unique_id] = (start, end)
+  predictions, nbest = squad.postprocess_v1(examples, features, results, 20, 64)
+  wrong = {e.qas_id for e in examples if predictions[e.qas_id] != e.orig_answer_text}
+  # Only answers cut inside a piece (one xquad answer ends inside "2,700,000") can differ.
+  cut = {e.qas_id for e in examples if _inside_a_piece(
+      tokenizer, e.paragraph_text, e.start_position,
+      e.start_position + len(e.orig_answer_text) - 1)}
+  assert wrong == cut and len(cut) <= 1
+  kept = [{"paragraphs": [{"context": p["context"], "qas": [qa for qa in p["qas"]
+                                                            if qa["id"] not in cut]}
+                          for p in a["paragraphs"]]} for a in xquad]
+  metrics = squad.evaluate(kept, {k: v for k, v in predictions.items() if k not in cut})
+  assert metrics == {"exact_match": 100.0, "f1": 100.0}
+  entry = nbest[examples[0].qas_id][0]
+  context = examples[0].paragraph_text
+  assert context[entry["char_start"]:entry["char_end"]] == entry["text"]
+
+
+def _v2_fixture(xquad, tmp_path):
+  """Two xquad articles where every third question is made unanswerable."""
+  data = json.loads(json.dumps(xquad[:2]))
+  n = 0
+  for article in data:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        if n % 3 == 0:
+          qa["is_impossible"], qa["answers"] = True, []
+        n += 1
+  path = tmp_path / "v2.json"
+  path.write_text(json.dumps({"version": "v2.0", "data": data}))
+  return path, data
+
+
+def test_gold_spans_and_null_scores_give_v2_exact_match_100(tokenizer, xquad, tmp_path):
+  path, data = _v2_fixture(xquad, tmp_path)
+  train = squad.read_squad_examples(str(path), is_training=True, version_2=True)
+  features = squad.convert_examples_to_features(train, tokenizer, 96, 32, 24, True)
+  results = {}
+  for f in features:  # the beam puts the gold span first; cls_logits says "no answer"
+    start_top = np.array([f.start_position, 1, 2], np.int64)
+    end_top = np.array([f.end_position, 3, 4] * 3, np.int64)
+    results[f.unique_id] = {
+        "start_top_log_probs": np.array([-0.1, -3.0, -4.0]), "start_top_index": start_top,
+        "end_top_log_probs": np.array([-0.1, -3.0, -4.0] * 3), "end_top_index": end_top,
+        "cls_logits": 5.0 if train[f.example_index].is_impossible else -5.0}
+  predictions, _, null_odds = squad.postprocess_v2(train, features, results, 20, 64,
+                                                   null_score_diff_threshold=0.0)
+  assert all((predictions[e.qas_id] == "") == e.is_impossible for e in train)
+  metrics = squad.evaluate(data, predictions, null_odds)
+  assert metrics["exact"] == 100.0 and metrics["NoAns_exact"] == 100.0
+  assert metrics["best_f1"] == 100.0
+  assert sorted(null_odds) == sorted(e.qas_id for e in train)
+
+
+# --- records ----------------------------------------------------------------------------------
+def test_features_round_trip_through_tfrecords(tokenizer, xquad, tmp_path):
+  examples = squad.read_squad_examples(str(XQUAD), is_training=False)[:6]
+  features = squad.convert_examples_to_features(examples, tokenizer, 64, 16, 16, False)
+  path = str(tmp_path / "f.tf_record")
+  assert squad.write_squad_tfrecord(features, path) == len(features)
+  assert squad.read_squad_features(path) == features
+  batch = next(iter(squad.squad_dataset(path, 64, 4, is_training=False)))
+  assert batch["input_word_ids"].shape == (4, 64)
+  assert batch["unique_ids"].numpy().tolist() == [f.unique_id for f in features[:4]]
+  assert batch["p_mask"].numpy().tolist() == [f.p_mask for f in features[:4]]
+
+
+# --- bad input --------------------------------------------------------------------------------
+def _write(tmp_path, paragraphs):
+  path = tmp_path / "bad.json"
+  path.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}))
+  return str(path)
+
+
+def test_answers_that_miss_the_context_are_reported_and_skipped(tmp_path, caplog):
+  path = _write(tmp_path, [{"context": "Paris is in France.", "qas": [
+      {"id": "good", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]},
+      {"id": "bad1", "question": "Where?", "answers": [{"text": "France", "answer_start": 3}]},
+  ]}, {"context": "   ", "qas": [
+      {"id": "empty", "question": "What?", "answers": [{"text": "x", "answer_start": 0}]}]}])
+  with caplog.at_level(logging.WARNING):
+    examples = squad.read_squad_examples(path, is_training=True)
+  assert [e.qas_id for e in examples] == ["good"]
+  assert "skipped 1 questions whose answer_start" in caplog.text and "bad1" in caplog.text
+  assert "empty context" in caplog.text and "empty" in caplog.text
+  # Prediction keeps every question; an empty context gets the empty answer.
+  examples = squad.read_squad_examples(path, is_training=False)
+  assert [e.qas_id for e in examples] == ["good", "bad1", "empty"]
+
+
+def test_unanswerable_questions_need_version_2(tmp_path):
+  path = _write(tmp_path, [{"context": "c", "qas": [
+      {"id": "x", "question": "q", "answers": [], "is_impossible": True}]}])
+  with pytest.raises(ValueError, match="version_2_with_negative"):
+    squad.read_squad_examples(path, is_training=True)
+  assert squad.read_squad_examples(path, True, version_2=True)[0].start_position == -1
+
+
+def test_broken_files_and_flags_fail_with_clear_errors(tmp_path, tokenizer):
+  broken = tmp_path / "broken.json"
+  broken.write_text("{not json")
+  with pytest.raises(ValueError, match="broken.json is not valid JSON"):
+    squad.read_squad_examples(str(broken), False)
+  with pytest.raises(FileNotFoundError, match="missing.json"):
+    squad.read_squad_examples(str(tmp_path / "missing.json"), False)
+  example = squad.SquadExample("q", "question", "context")
+  with pytest.raises(ValueError, match="max_seq_length=20 leaves no room"):
+    squad.convert_examples_to_features([example], tokenizer, 20, 8, 17, False)
