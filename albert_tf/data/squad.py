@@ -474,6 +474,10 @@ def evaluate(dataset, predictions, null_odds=None):
     result = squad_evaluate_v1_1.evaluate(dataset, predictions)
     return {"exact_match": 100.0 * result["exact_match"], "f1": 100.0 * result["final_f1"]}
   from official.nlp.tools import squad_evaluate_v2_0  # pylint: disable=g-import-not-at-top
+  # The evaluator scores the dataset's questions but searches thresholds over every null
+  # odd it is given: keep those of the dataset's questions.
+  ids = {qa["id"] for article in dataset for p in article["paragraphs"] for qa in p["qas"]}
+  null_odds = {k: v for k, v in null_odds.items() if k in ids}
   result = dict(squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds))
   renamed = {}
   for key, value in result.items():
