@@ -97,38 +97,49 @@ def plot_curves(history, evaluation, path, before=None):
   plt.close(fig)
 
 
-def run(args):
-  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+def build_data(out, corpus_mb=4.0, vocab_size=4000, max_seq_length=128, dupe_factor=3):
+  """Steps 1-3 in `out`: corpus, SentencePiece model, four shards of pretraining data (the
+  last one for eval). Returns (spm model file, shards)."""
   from albert_tf.data.create import (CreationOptions,  # pylint: disable=g-import-not-at-top
                                      create_pretraining_data)
   from albert_tf.tokenization.train_spm import train_sentencepiece  # pylint: disable=g-import-not-at-top
-  out = os.path.abspath(args.output_dir)
-  os.makedirs(out, exist_ok=True)
-  start = time.time()
-
   corpus = os.path.join(out, "corpus.txt")
-  documents, size = write_corpus(corpus, int(args.corpus_mb * 1e6))
+  documents, size = write_corpus(corpus, int(corpus_mb * 1e6))
   logger.info("[1/5] corpus: %d docstrings of the standard library, %.1f MB -> %s", documents,
               size / 1e6, corpus)
 
   spm_prefix = os.path.join(out, "spm")
-  model_file = train_sentencepiece([corpus], spm_prefix, args.vocab_size, do_lower_case=True,
+  model_file = train_sentencepiece([corpus], spm_prefix, vocab_size, do_lower_case=True,
                                    log=lambda *a: None)
-  logger.info("[2/5] SentencePiece: %d pieces -> %s", args.vocab_size, model_file)
+  logger.info("[2/5] SentencePiece: %d pieces -> %s", vocab_size, model_file)
 
   data = os.path.join(out, "data")
   os.makedirs(data, exist_ok=True)
   shards = [os.path.join(data, f"train-{i}.tfrecord") for i in range(4)]
   metadata = create_pretraining_data([corpus], shards, CreationOptions(
-      spm_model_file=model_file, max_seq_length=args.max_seq_length, max_predictions_per_seq=20,
-      dupe_factor=args.dupe_factor, num_workers=0))
+      spm_model_file=model_file, max_seq_length=max_seq_length, max_predictions_per_seq=20,
+      dupe_factor=dupe_factor, num_workers=0))
   logger.info("[3/5] pretraining data: %d instances in %d shards (last one held out for eval)",
               metadata["total_instances"], len(shards))
+  return model_file, shards
 
-  config = AlbertConfig(vocab_size=args.vocab_size, embedding_size=64, hidden_size=128,
-                        num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
-                        max_position_embeddings=args.max_seq_length, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)
+
+def small_config(vocab_size, max_seq_length):
+  """The quickstart's model: E 64, H 128, 4 layers, no dropout."""
+  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  return AlbertConfig(vocab_size=vocab_size, embedding_size=64, hidden_size=128,
+                      num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
+                      max_position_embeddings=max_seq_length, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)
+
+
+def run(args):
+  out = os.path.abspath(args.output_dir)
+  os.makedirs(out, exist_ok=True)
+  start = time.time()
+  model_file, shards = build_data(out, args.corpus_mb, args.vocab_size, args.max_seq_length,
+                                  args.dupe_factor)
+  config = small_config(args.vocab_size, args.max_seq_length)
   config_file = os.path.join(out, "albert_config.json")
   config.to_json_file(config_file)
   history = []

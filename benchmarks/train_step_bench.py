@@ -52,11 +52,12 @@ def losses(mlm_logits, sop_logits, batch):
   return mlm + sop
 
 
-def ours_step(config):
+def ours_step(config, jit_compile=False):
+  """albert-tf's step function and parameter count; builds under the global Keras policy."""
   model = AlbertPretrainer(config)
   optimizer = create_optimizer("lamb", 1e-4)
 
-  @tf.function
+  @tf.function(jit_compile=jit_compile)
   def step(batch):
     with tf.GradientTape() as tape:
       out = model({k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids",
@@ -69,10 +70,10 @@ def ours_step(config):
   return step, model.count_params()
 
 
-def peer_step(config):
-  from official.modeling.optimization import lamb  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import layers, networks  # pylint: disable=g-import-not-at-top
-  encoder = networks.AlbertEncoder(
+def peer_encoder(config):
+  """Model Garden's `networks.AlbertEncoder` with the config's shape (dict outputs)."""
+  from official.nlp.modeling import networks  # pylint: disable=g-import-not-at-top
+  return networks.AlbertEncoder(
       vocab_size=config.vocab_size, embedding_width=config.embedding_size,
       hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
       num_attention_heads=config.num_attention_heads,
@@ -80,6 +81,13 @@ def peer_step(config):
       type_vocab_size=config.type_vocab_size, intermediate_size=config.intermediate_size,
       dropout_rate=config.hidden_dropout_prob,
       attention_dropout_rate=config.attention_probs_dropout_prob, dict_outputs=True)
+
+
+def peer_step(config, jit_compile=False):
+  """Model Garden's step function and parameter count; builds under the global Keras policy."""
+  from official.modeling.optimization import lamb  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import layers  # pylint: disable=g-import-not-at-top
+  encoder = peer_encoder(config)
   mlm = layers.MaskedLM(embedding_table=encoder.get_embedding_table(), activation="gelu")
   sop = tf_keras.layers.Dense(2)
   optimizer = lamb.LAMB(1e-4, weight_decay_rate=0.01,
@@ -91,7 +99,7 @@ def peer_step(config):
   variables = encoder.trainable_variables + mlm.trainable_variables + sop.trainable_variables
   unique = list({id(v): v for v in variables}.values())
 
-  @tf.function
+  @tf.function(jit_compile=jit_compile)
   def step(batch):
     with tf.GradientTape() as tape:
       out = encoder({k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids")},

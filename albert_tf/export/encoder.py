@@ -25,9 +25,10 @@ def _input_specs(max_seq_length=None):
 
 
 def _stacked(outputs):
-  return {"pooled_output": outputs["pooled_output"],
-          "sequence_output": outputs["sequence_output"],
-          "encoder_outputs": tf.stack(outputs["encoder_outputs"], axis=1)}
+  """The signature's outputs, float32 also when the encoder computes in bfloat16/float16."""
+  return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+          "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+          "encoder_outputs": tf.cast(tf.stack(outputs["encoder_outputs"], axis=1), tf.float32)}
 
 
 class EncoderExport(tf.Module):

@@ -49,8 +49,10 @@ class SelfAttention(tf_keras.layers.Layer):
     # The original scales the scores (not q) by 1/sqrt(d); same order here for equal rounding.
     scores = tf.einsum("bfnd,btnd->bnft", q, k)
     scores = scores * (1.0 / math.sqrt(float(self.head_size)))
-    scores += tf.cast(bias, scores.dtype)
-    probs = tf.nn.softmax(scores, axis=-1)
+    # Under a mixed policy the scores are bfloat16/float16: add the -10000 mask and normalise
+    # in float32 (a no-op cast in float32), then mix the values in the compute dtype again.
+    scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype)
     probs = self.dropout(probs, training=training)
     context = tf.einsum("bnft,btnd->bfnd", probs, v)
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]

@@ -11,7 +11,8 @@ class MaskedLMHead(tf_keras.layers.Layer):
   """The original's `cls/predictions`: dense H->E with the activation, LayerNorm, tied decoder.
 
   Inputs: `sequence_output [batch, seq, hidden]`, `masked_lm_positions` int `[batch, P]`.
-  Output: logits `[batch, P, vocab]` = transform(gathered) @ word_embeddings^T + output_bias.
+  Output: float32 logits `[batch, P, vocab]` = transform(gathered) @ word_embeddings^T +
+  output_bias (the matmul in the compute dtype under a mixed policy).
   """
 
   def __init__(self, embedding_layer, activation, initializer_range, **kwargs):
@@ -33,13 +34,19 @@ class MaskedLMHead(tf_keras.layers.Layer):
   def call(self, sequence_output, masked_lm_positions):
     gathered = tf.gather(sequence_output, tf.cast(masked_lm_positions, tf.int32), batch_dims=1)
     x = self.layer_norm(self.dense(gathered))
+    # One 2-D [batch * P, E] x [E, V] product, not a batched matmul that broadcasts the table:
+    # that one's gradient builds a [batch, V, E] tensor and sums it (3x slower on the CPU).
+    batch, predictions = tf.shape(x)[0], tf.shape(x)[1]
+    flat = tf.reshape(x, [-1, self.embedding_layer.embedding_size])
     table = tf.cast(self.embedding_layer.word_embeddings, x.dtype)
-    logits = tf.matmul(x, table, transpose_b=True)
-    return logits + tf.cast(self.output_bias, x.dtype)
+    # Logits in float32 whatever the compute dtype: the softmax over V is taken on them.
+    logits = tf.nn.bias_add(tf.cast(tf.matmul(flat, table, transpose_b=True), tf.float32),
+                            tf.cast(self.output_bias, tf.float32))
+    return tf.reshape(logits, [batch, predictions, self.embedding_layer.vocab_size])
 
 
 class SentenceOrderHead(tf_keras.layers.Layer):
-  """The original's `cls/seq_relationship`: logits `[batch, 2]` = pooled @ W^T + b.
+  """The original's `cls/seq_relationship`: float32 logits `[batch, 2]` = pooled @ W^T + b.
 
   Label 0 = segments in the original order, 1 = swapped (or B from another document).
   W is stored `[2, hidden]` (out, in) as in the original.
@@ -61,7 +68,7 @@ class SentenceOrderHead(tf_keras.layers.Layer):
   def call(self, pooled_output):
     logits = tf.matmul(pooled_output, tf.cast(self.output_weights, pooled_output.dtype),
                        transpose_b=True)
-    return logits + tf.cast(self.output_bias, logits.dtype)
+    return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
 
   def get_config(self):
     config = super().get_config()

@@ -1,0 +1,1 @@
+"""Speed and memory harness (not part of the test run): `python -m benchmarks.run`."""
