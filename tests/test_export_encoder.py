@@ -162,3 +162,25 @@ def test_a_model_initialised_from_the_exported_encoder_gives_its_outputs(exporte
   x = inputs(seed=3)
   np.testing.assert_array_equal(classifier.encoder(x, training=False)["pooled_output"],
                                 model.encoder(x, training=False)["pooled_output"])
+
+
+def test_a_bfloat16_model_exports_float32_outputs_close_to_float32(exported, tmp_path):
+  """Under mixed_bfloat16 the attention softmax and the logits run in float32 and the
+  SavedModel's outputs are float32, within bfloat16 rounding of the float32 model's."""
+  model, _, folder = exported
+  try:
+    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    mixed = AlbertPretrainer(model.config)
+    load_checkpoint(mixed, str(folder / "tf1" / "model.ckpt"))
+    loaded = tf.saved_model.load(export_encoder(mixed, str(tmp_path / "bf16")))
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  assert mixed.encoder.embedding_layer.compute_dtype == "bfloat16"
+  x = inputs(seed=5)
+  positions = tf.constant([[1, 2], [0, 3], [2, 2]], tf.int32)
+  got = loaded.signatures["mlm"](masked_lm_positions=positions, **x)
+  want = model(dict(x, masked_lm_positions=positions), training=False)
+  for name in ("pooled_output", "sequence_output", "encoder_outputs", "mlm_logits"):
+    assert got[name].dtype == tf.float32, name
+  np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=0.1)
+  np.testing.assert_allclose(got["mlm_logits"], want["mlm_logits"], atol=0.1)
