@@ -54,7 +54,8 @@ flags.DEFINE_float("layerwise_lr_decay", None,
                    "rate, each transformer group below it this factor more, embeddings last.")
 flags.DEFINE_string("export_dir", None, "Write a raw-text-in serving SavedModel here at the end.")
 flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
-flags.DEFINE_integer("seed", None, "Seed of the input shuffling.")
+flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
+                     "shuffling: the same seed repeats a run on the same machine.")
 flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")
 flags.DEFINE_string("text_a_column", None, "csv task: column of the first text.")
 flags.DEFINE_string("text_b_column", None, "csv task: column of the second text, if any.")

@@ -60,7 +60,8 @@ flags.DEFINE_enum("mixed_precision", "float32", ["float32", "bfloat16", "float16
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
 flags.DEFINE_bool("bias_correction", False,
                   "Adam bias correction in LAMB/AdamW (the original has none).")
-flags.DEFINE_integer("seed", None, "Seed of the input shuffling.")
+flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
+                     "shuffling: the same seed repeats a run on the same machine.")
 flags.DEFINE_bool("checkpoint_input_pipeline", True,
                   "Save the input position in checkpoints (one device / mirrored), so a resumed "
                   "run reads exactly the batches an uninterrupted run would.")

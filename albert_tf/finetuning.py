@@ -92,6 +92,8 @@ class FineTuner:
       raise ValueError(f"the tokenizer has {self.tokenizer.vocab_size} entries but "
                        f"{o.albert_config_file} says vocab_size={self.config.vocab_size}")
     tf.io.gfile.makedirs(o.output_dir)
+    if o.seed is not None:  # Initial weights, dropout and shuffling repeat run to run.
+      tf_keras.utils.set_random_seed(o.seed)
     with self.strategy.scope():
       self.model = self.build_model()
       self.schedule = AlbertLearningRate(o.learning_rate, max(train_steps, 1), warmup_steps)

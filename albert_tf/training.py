@@ -139,6 +139,8 @@ class Pretrainer:
     if o.mixed_precision != "float32":
       tf_keras.mixed_precision.set_global_policy(
           {"bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[o.mixed_precision])
+    if o.seed is not None:  # Initial weights, dropout and shuffling repeat run to run.
+      tf_keras.utils.set_random_seed(o.seed)
     with self.strategy.scope():
       self.model = AlbertPretrainer(self.config)
       schedule = AlbertLearningRate(o.learning_rate, o.num_train_steps, o.num_warmup_steps,

@@ -61,9 +61,12 @@ def test_real_data_stsb_is_regression_with_correlations(cache, tmp_path):
   assert len(rows) == 1379 and all(np.isfinite(float(r.split("\t")[1])) for r in rows)
 
 
-def test_real_data_cola_reports_matthews_correlation(cache, tmp_path):
-  results = run_classifier(opts("cola", tmp_path, cache))
+def test_real_data_cola_reports_matthews_correlation_and_a_seed_repeats_the_run(cache,
+                                                                                 tmp_path):
+  results = run_classifier(opts("cola", tmp_path / "a", cache))
   assert "matthews_corr" in results and "accuracy" in results
+  # --seed fixes the initial weights, dropout and shuffling: a second run ends the same.
+  assert run_classifier(opts("cola", tmp_path / "b", cache)) == results
 
 
 def test_real_data_starts_from_a_tf1_checkpoint_or_an_exported_encoder(cache, tmp_path):
