@@ -60,6 +60,9 @@ flags.DEFINE_enum("mixed_precision", "float32", ["float32", "bfloat16", "float16
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
 flags.DEFINE_bool("bias_correction", False,
                   "Adam bias correction in LAMB/AdamW (the original has none).")
+flags.DEFINE_bool("recompute_grad", False,
+                  "Recompute each transformer block in the backward pass: activation memory of "
+                  "one block instead of all, for about a third more compute.")
 flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
                      "shuffling: the same seed repeats a run on the same machine.")
 flags.DEFINE_bool("checkpoint_input_pipeline", True,

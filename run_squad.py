@@ -65,6 +65,9 @@ flags.DEFINE_string("export_dir", None,
                     "Write a (question, context) -> answer serving SavedModel here at the end.")
 flags.DEFINE_float("layerwise_lr_decay", None, "Layer-wise learning-rate decay (adamw).")
 flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
+flags.DEFINE_bool("recompute_grad", False,
+                  "Recompute each transformer block in the backward pass: activation memory of "
+                  "one block instead of all, for about a third more compute.")
 flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
                      "shuffling: the same seed repeats a run on the same machine.")
 flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")

@@ -24,6 +24,7 @@ from albert_tf.data import classification
 from albert_tf.metrics import compute_metrics
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.modeling.transformer import set_recompute_grad
 from albert_tf.optimization import (AlbertLearningRate, clip_gradients, create_optimizer,
                                     layerwise_lr_multipliers)
 
@@ -60,6 +61,7 @@ class ClassifierOptions:
   export_dir: str = None
   layerwise_lr_decay: float = None
   seed: int = None
+  recompute_grad: bool = False
   log_every_seconds: float = 10.0
   csv_options: dict = dataclasses.field(default_factory=dict)
 
@@ -96,6 +98,7 @@ class FineTuner:
       tf_keras.utils.set_random_seed(o.seed)
     with self.strategy.scope():
       self.model = self.build_model()
+      set_recompute_grad(self.model, o.recompute_grad)
       self.schedule = AlbertLearningRate(o.learning_rate, max(train_steps, 1), warmup_steps)
       multipliers = None
       if getattr(o, "layerwise_lr_decay", None) is not None:

@@ -63,6 +63,7 @@ class SquadOptions:
   export_dir: str = None
   layerwise_lr_decay: float = None
   seed: int = None
+  recompute_grad: bool = False
   log_every_seconds: float = 10.0
 
 

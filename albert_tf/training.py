@@ -21,6 +21,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data.pretraining_dataset import (check_pretraining_files, count_instances,
                                                 expand_file_patterns, pretraining_dataset)
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.modeling.transformer import set_recompute_grad
 from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class PretrainingOptions:
   # Ours.
   gradient_accumulation_steps: int = 1
   mixed_precision: str = "float32"
+  recompute_grad: bool = False
   jit_compile: bool = False
   bias_correction: bool = False
   weight_decay_rate: float = 0.01
@@ -143,6 +145,7 @@ class Pretrainer:
       tf_keras.utils.set_random_seed(o.seed)
     with self.strategy.scope():
       self.model = AlbertPretrainer(self.config)
+      set_recompute_grad(self.model, o.recompute_grad)
       schedule = AlbertLearningRate(o.learning_rate, o.num_train_steps, o.num_warmup_steps,
                                     o.start_warmup_step, o.poly_power)
       self.schedule = schedule

@@ -104,6 +104,12 @@ def plan(suite, tmp):
                                  "batch": s["batch"], "seq": s["seq"],
                                  "predictions": s["predictions"], "precision": precision,
                                  "jit": jit, "steps": s["steps"]} for side in SIDES}))
+  # Ours with block recomputation (--recompute_grad) against the peer's plain float32 step.
+  rows.append((f"train {s['shape']} float32 recompute",
+               {side: {"kind": "train", "side": side, "config": config, "batch": s["batch"],
+                       "seq": s["seq"], "predictions": s["predictions"],
+                       "precision": "float32", "jit": False, "steps": s["steps"],
+                       "recompute": side == "ours"} for side in SIDES}))
   exports = {side: {"kind": "export", "side": side, "config": config,
                     "exports": {p: os.path.join(tmp, f"{side}_{p}") for p in PRECISIONS}}
              for side in SIDES}

@@ -26,6 +26,7 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
+from albert_tf.modeling.transformer import set_recompute_grad  # noqa: E402
 from albert_tf.optimization import create_optimizer  # noqa: E402
 from albert_tf.summary import flops_per_token  # noqa: E402
 
@@ -52,9 +53,11 @@ def losses(mlm_logits, sop_logits, batch):
   return mlm + sop
 
 
-def ours_step(config, jit_compile=False):
-  """albert-tf's step function and parameter count; builds under the global Keras policy."""
+def ours_step(config, jit_compile=False, recompute_grad=False):
+  """albert-tf's step function and parameter count; builds under the global Keras policy.
+  `recompute_grad`: blocks recomputed in the backward pass (run_pretraining --recompute_grad)."""
   model = AlbertPretrainer(config)
+  set_recompute_grad(model, recompute_grad)
   optimizer = create_optimizer("lamb", 1e-4)
 
   @tf.function(jit_compile=jit_compile)

@@ -11,7 +11,8 @@ model, the optimizer state, the activations and TensorFlow's own ~0.5-1 GiB). Ki
           repeats; the median is reported too).
   train   one pretraining optimizer step (forward, backward, clip, LAMB) per call, ours or
           Model Garden's (`benchmarks.train_step_bench`), under the `mixed_bfloat16` Keras
-          policy for bfloat16, with or without `jit_compile`; median seconds per step.
+          policy for bfloat16, with or without `jit_compile` (ours also with `"recompute":
+          true`, block recomputation); median seconds per step.
   export  writes the encoder SavedModels of one side, one per precision (untimed).
   infer   loads an exported SavedModel and times its `serving_default` signature on a fixed
           `[batch, seq]` batch at each batch size; median milliseconds per call (the peak
@@ -91,9 +92,12 @@ def matmul(spec):
 def train(spec):
   set_precision(spec["precision"])
   config = AlbertConfig.from_json_file(spec["config"])
-  make = train_step_bench.ours_step if spec["side"] == "ours" else train_step_bench.peer_step
   start = time.perf_counter()
-  step, params = make(config, jit_compile=spec["jit"])
+  if spec["side"] == "ours":
+    step, params = train_step_bench.ours_step(config, jit_compile=spec["jit"],
+                                              recompute_grad=spec.get("recompute", False))
+  else:
+    step, params = train_step_bench.peer_step(config, jit_compile=spec["jit"])
   batch = train_step_bench.make_batch(config, spec["batch"], spec["seq"], spec["predictions"])
   first_loss = float(step(batch))  # trace (and compile) + first step
   trace_seconds = time.perf_counter() - start

@@ -16,6 +16,8 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf import training
 from albert_tf.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
 from albert_tf.data.create import CreationOptions, create_pretraining_data
+from albert_tf.modeling.attention import attention_bias
+from albert_tf.modeling.transformer import set_recompute_grad
 from albert_tf.training import Pretrainer, PretrainingOptions, run_pretraining
 from conftest import ROOT, SHARED_DATA
 
@@ -193,18 +195,21 @@ def test_real_data_multi_worker_mirrored_two_processes_end_with_identical_weight
     np.testing.assert_array_equal(chief[name], other[name], err_msg=name)
 
 
-def test_gradient_accumulation_equals_one_step_on_the_whole_batch(data, tmp_path):
+def test_gradient_accumulation_and_block_recomputation_equal_one_plain_step(data, tmp_path):
   init = _initial_checkpoint(data, tmp_path)
   weights = []
-  for k in (1, 4):
-    trainer = Pretrainer(opts(data, tmp_path / f"k{k}", init_checkpoint=init, num_train_steps=3,
+  for k, recompute in ((1, False), (4, False), (1, True)):
+    trainer = Pretrainer(opts(data, tmp_path / f"k{k}{recompute}", init_checkpoint=init,
+                              num_train_steps=3,
                               albert_config_file=str(data / "tiny_nodropout.json"),
                               gradient_accumulation_steps=k, num_warmup_steps=0,
-                              learning_rate=0.01))
+                              learning_rate=0.01, recompute_grad=recompute))
+    assert all(b.recompute_grad == recompute for b in trainer.model.encoder.blocks)
     trainer.restore_or_initialize()
     trainer.train()
     weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.model).items()})
   _assert_same_weights(weights[0], weights[1])
+  _assert_same_weights(weights[0], weights[2])
   moved = weights[0]["bert/pooler/dense/kernel"]
   assert not np.allclose(moved, tf.train.load_checkpoint(init).get_tensor(
       "encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE"))
@@ -276,3 +281,45 @@ def test_mixed_precision_and_xla_train(data, tmp_path, precision, jit):
     tf_keras.mixed_precision.set_global_policy("float32")
   assert [h["step"] for h in history] == [2, 4]
   assert all(np.isfinite(h["loss"]) for h in history)
+
+
+def test_recomputed_block_runs_twice_and_keeps_its_dropout_masks(monkeypatch):
+  """--recompute_grad: the backward pass runs each block again, with the forward pass's
+  dropout masks (drawn statelessly from a seed per call), so gradients are the plain ones."""
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+  assert config.hidden_dropout_prob > 0 and config.attention_probs_dropout_prob > 0
+  encoder = AlbertEncoder(config)
+  block = encoder.blocks[0]
+  x = tf.random.stateless_normal([2, 8, config.hidden_size], [1, 2])
+  bias = attention_bias(tf.constant([[1] * 8, [1] * 5 + [0] * 3]))
+  seed = tf.constant([5, 6])
+
+  def gradients(f):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = f(x)
+      loss = tf.reduce_sum(y * tf.sin(y))
+    return y, tape.gradient(loss, [x] + block.trainable_variables)
+
+  y_plain, plain = gradients(lambda h: block.apply_block(h, bias, True, seed))
+  y_again, again = gradients(tf.recompute_grad(lambda h: block.apply_block(h, bias, True, seed)))
+  np.testing.assert_array_equal(y_plain.numpy(), y_again.numpy())
+  for a, b in zip(plain, again):
+    np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy(),
+                               rtol=1e-5, atol=1e-7)
+  # The seed's masks are dropout: training differs from inference; another seed, other masks.
+  assert not np.allclose(y_plain, block.apply_block(x, bias, False))
+  assert not np.allclose(y_plain, block.apply_block(x, bias, True, seed + 1))
+
+  calls = []
+  apply_block = type(block).apply_block
+  monkeypatch.setattr(type(block), "apply_block",
+                      lambda self, *a, **k: calls.append(1) or apply_block(self, *a, **k))
+  inputs = encoder.dummy_inputs(2, 8)
+  for recompute, expected in ((False, 2), (True, 4)):  # 2 applications of the shared block
+    set_recompute_grad(encoder, recompute)
+    calls.clear()
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(tf.sin(encoder(inputs, training=True)["sequence_output"]))
+    grads = tape.gradient(loss, block.trainable_variables)
+    assert len(calls) == expected and all(g is not None for g in grads)

@@ -17,6 +17,14 @@ def attention_bias(input_mask, dtype=tf.float32):
   return (1.0 - mask) * -10000.0
 
 
+def dropout(layer, x, training, seed=None):
+  """The Keras `Dropout` `layer` on `x`, or with `seed` (int32 `[2]`) the same dropout with its
+  mask drawn statelessly from the seed, so that recomputing it gives the same mask."""
+  if seed is None or not training or not layer.rate:
+    return layer(x, training=training)
+  return tf.nn.experimental.stateless_dropout(x, layer.rate, seed)
+
+
 class SelfAttention(tf_keras.layers.Layer):
   """Scaled dot-product self-attention over `num_heads` heads.
 
@@ -42,7 +50,8 @@ class SelfAttention(tf_keras.layers.Layer):
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
 
-  def call(self, x, bias, training=None):
+  def call(self, x, bias, training=None, seed=None):
+    """`seed` (int32 `[2]`): draw the dropout mask statelessly from it (see `dropout`)."""
     q = self._split_heads(self.query(x))
     k = self._split_heads(self.key(x))
     v = self._split_heads(self.value(x))
@@ -53,7 +62,7 @@ class SelfAttention(tf_keras.layers.Layer):
     # in float32 (a no-op cast in float32), then mix the values in the compute dtype again.
     scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
     probs = tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype)
-    probs = self.dropout(probs, training=training)
+    probs = dropout(self.dropout, probs, training, seed)
     context = tf.einsum("bnft,btnd->bfnd", probs, v)
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     return tf.reshape(context, [batch, seq, self.hidden_size])

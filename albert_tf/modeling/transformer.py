@@ -5,10 +5,11 @@ the original's names: `LayerNorm` after attention, `LayerNorm_1` after the FFN. 
 passing the same sub-layer object to several blocks, so shared variables exist once.
 """
 
+import tensorflow as tf
 import tf_keras
 
 from albert_tf.modeling.activations import get_activation
-from albert_tf.modeling.attention import SelfAttention
+from albert_tf.modeling.attention import SelfAttention, dropout
 from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
 
 
@@ -28,12 +29,16 @@ class _ResidualSublayer(tf_keras.layers.Layer):
   def transform(self, x, training, **kwargs):
     raise NotImplementedError
 
-  def call(self, x, training=None, **kwargs):
+  def call(self, x, training=None, seed=None, **kwargs):
+    """`seed` (int32 `[2]`, optional): stateless dropout masks drawn from it (`seed`, and for
+    the transform's own dropout `seed + [0, 1]`)."""
+    if seed is not None:
+      kwargs["seed"] = seed + tf.constant([0, 1], seed.dtype)
     if self.ln_type == "preln":
       y = self.transform(self.layer_norm(x), training=training, **kwargs)
-      return x + self.dropout(y, training=training)
+      return x + dropout(self.dropout, y, training, seed)
     y = self.transform(x, training=training, **kwargs)
-    return self.layer_norm(x + self.dropout(y, training=training))
+    return self.layer_norm(x + dropout(self.dropout, y, training, seed))
 
 
 class AttentionSublayer(_ResidualSublayer):
@@ -55,8 +60,8 @@ class AttentionSublayer(_ResidualSublayer):
     self.output_dense = tf_keras.layers.Dense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range), name="dense")
 
-  def transform(self, x, training, bias):
-    return self.output_dense(self.attention(x, bias, training=training))
+  def transform(self, x, training, bias, seed=None):
+    return self.output_dense(self.attention(x, bias, training=training, seed=seed))
 
   def get_config(self):
     config = super().get_config()
@@ -87,7 +92,8 @@ class FeedForwardSublayer(_ResidualSublayer):
     self.output_dense = tf_keras.layers.Dense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range), name="output")
 
-  def transform(self, x, training):
+  def transform(self, x, training, seed=None):
+    del training, seed  # no dropout inside the FFN
     return self.output_dense(self.intermediate(x))
 
   def get_config(self):
@@ -102,13 +108,37 @@ class TransformerBlock(tf_keras.layers.Layer):
   """One block application: `ffn(attention(x, bias))`; its sub-layers may be shared objects.
 
   Inputs: `x [batch, seq, hidden]`, `bias [batch, 1, 1, seq]`. Output: `[batch, seq, hidden]`.
+
+  With `recompute_grad` set (see `set_recompute_grad`), a training call keeps only its input
+  for the backward pass and runs the block again there (`tf.recompute_grad`): activation
+  memory of one block instead of all, for one more forward pass. Its dropout masks then come
+  from a seed drawn per call, so the recomputation drops the same units.
   """
 
   def __init__(self, attention_sublayer, ffn_sublayer, **kwargs):
     super().__init__(**kwargs)
     self.attention_sublayer = attention_sublayer
     self.ffn_sublayer = ffn_sublayer
+    self.recompute_grad = False
+
+  def apply_block(self, x, bias, training=None, seed=None):
+    """The block on `x`; with `seed`, stateless dropout (`seed`, `seed + [0, 2]`)."""
+    ffn_seed = None if seed is None else seed + tf.constant([0, 2], seed.dtype)
+    x = self.attention_sublayer(x, bias=bias, training=training, seed=seed)
+    return self.ffn_sublayer(x, training=training, seed=ffn_seed)
 
   def call(self, x, bias, training=None):
-    x = self.attention_sublayer(x, bias=bias, training=training)
-    return self.ffn_sublayer(x, training=training)
+    if not (self.recompute_grad and training):
+      return self.apply_block(x, bias, training=training)
+    seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+    # bias and seed are captured, not arguments: only x and the variables need gradients.
+    return tf.recompute_grad(lambda h: self.apply_block(h, bias, True, seed))(x)
+
+
+def set_recompute_grad(model, enabled=True):
+  """Turn block recomputation (`TransformerBlock`) on or off in every block of `model`; takes
+  effect at the next trace of a training call. Returns the number of blocks changed."""
+  blocks = [layer for layer in model.submodules if isinstance(layer, TransformerBlock)]
+  for block in blocks:
+    block.recompute_grad = bool(enabled)
+  return len(blocks)
