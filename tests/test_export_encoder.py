@@ -47,6 +47,8 @@ def test_serving_and_mlm_signatures_match_the_checkpoint_model(exported):
   model, export_dir, _ = exported
   loaded = tf.saved_model.load(export_dir)
   assert set(loaded.signatures) == {"serving_default", "mlm"}
+  # Training steps use an XLA-compiled GELU; a served model must not need XLA anywhere.
+  assert b"_XlaMustCompile" not in (pathlib.Path(export_dir) / "saved_model.pb").read_bytes()
   x = inputs()
   got = loaded.signatures["serving_default"](**x)
   want = model.encoder(x, training=False)

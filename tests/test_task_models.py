@@ -1,5 +1,7 @@
 """Raw-text SavedModels: fill-mask and classifier serving, against the Python path."""
 
+import pathlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -63,6 +65,7 @@ def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels
                                  max_seq_length=24)
   loaded = tf.saved_model.load(export_dir)
   assert set(loaded.signatures) == {"serving_default", "text_pair"}
+  assert b"_XlaMustCompile" not in (pathlib.Path(export_dir) / "saved_model.pb").read_bytes()
   a = ["A gripping, funny film.", "Dull.", ""]
   b = ["It was shown in 1990, twice.", "", "Only b"]
   single = loaded.signatures["serving_default"](text_a=tf.constant(a))

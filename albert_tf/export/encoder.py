@@ -16,6 +16,7 @@ import os
 
 import tensorflow as tf
 
+from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 
 
@@ -78,8 +79,9 @@ def export_encoder(pretrainer, export_dir, max_seq_length=None):
   tmp = export_dir.rstrip("/") + ".tmp"
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
-  tf.saved_model.save(module, tmp, signatures={"serving_default": module.serving,
-                                               "mlm": module.mlm})
+  with plain_activations():
+    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serving,
+                                                 "mlm": module.mlm})
   if tf.io.gfile.exists(export_dir):
     tf.io.gfile.rmtree(export_dir)
   tf.io.gfile.rename(tmp, export_dir)

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from albert_tf.export.preprocessing import InGraphTokenizer, pack_inputs
 from albert_tf.tokenization import FullTokenizer
+from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 
 MASK_TOKEN = "[MASK]"
@@ -119,7 +120,8 @@ def _save(module, export_dir, signatures):
   tmp = export_dir.rstrip("/") + ".tmp"
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
-  tf.saved_model.save(module, tmp, signatures=signatures)
+  with plain_activations():
+    tf.saved_model.save(module, tmp, signatures=signatures)
   if tf.io.gfile.exists(export_dir):
     tf.io.gfile.rmtree(export_dir)
   tf.io.gfile.rename(tmp, export_dir)

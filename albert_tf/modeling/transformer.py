@@ -8,7 +8,7 @@ passing the same sub-layer object to several blocks, so shared variables exist o
 import tensorflow as tf
 import tf_keras
 
-from albert_tf.modeling.activations import get_activation
+from albert_tf.modeling.activations import get_activation, training_variants_enabled
 from albert_tf.modeling.attention import SelfAttention, dropout
 from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
 
@@ -86,15 +86,21 @@ class FeedForwardSublayer(_ResidualSublayer):
     self.intermediate_size = intermediate_size
     self.activation = activation
     self.initializer_range = initializer_range
+    # The activation is applied in `transform`: training calls use its faster variant.
     self.intermediate = tf_keras.layers.Dense(
-        intermediate_size, activation=get_activation(activation),
-        kernel_initializer=truncated_normal(initializer_range), name="intermediate")
+        intermediate_size, kernel_initializer=truncated_normal(initializer_range),
+        name="intermediate")
+    self._activation = get_activation(activation)
+    self._training_activation = get_activation(activation, training=True)
     self.output_dense = tf_keras.layers.Dense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range), name="output")
 
   def transform(self, x, training, seed=None):
-    del training, seed  # no dropout inside the FFN
-    return self.output_dense(self.intermediate(x))
+    del seed  # no dropout inside the FFN
+    # A symbolic `training` (Keras traces both modes when saving) keeps the plain activation.
+    fast = training is True and training_variants_enabled()
+    activation = self._training_activation if fast else self._activation
+    return self.output_dense(activation(self.intermediate(x)))
 
   def get_config(self):
     config = super().get_config()
@@ -128,7 +134,7 @@ class TransformerBlock(tf_keras.layers.Layer):
     return self.ffn_sublayer(x, training=training, seed=ffn_seed)
 
   def call(self, x, bias, training=None):
-    if not (self.recompute_grad and training):
+    if not (self.recompute_grad and training is True):  # not when saving (symbolic training)
       return self.apply_block(x, bias, training=training)
     seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
     # bias and seed are captured, not arguments: only x and the variables need gradients.
