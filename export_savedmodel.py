@@ -6,7 +6,8 @@
 
 Writes export_dir/encoder (TF-Hub-style encoder: serving_default and mlm signatures),
 export_dir/preprocessing (raw strings -> input_word_ids/input_mask/input_type_ids, tokenized
-in-graph) and, with --tflite, export_dir/encoder.tflite.
+in-graph) and, with --tflite, export_dir/encoder.tflite. --jit_compile compiles the encoder's
+signatures with XLA (see albert_tf/export/encoder.py).
 """
 
 import logging
@@ -27,6 +28,9 @@ flags.DEFINE_string("export_dir", None, "Output folder.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the preprocessing model "
                      "(and of the TFLite model).")
 flags.DEFINE_bool("tflite", False, "Also write encoder.tflite.")
+flags.DEFINE_bool("jit_compile", False, "Compile the encoder's signatures with XLA (faster on "
+                  "CPUs; XLA compiles once per input shape; TF Serving then needs "
+                  "--xla_cpu_compilation_enabled=true).")
 
 
 def main(argv):
@@ -36,7 +40,7 @@ def main(argv):
   try:
     export_bundle(FLAGS.albert_config_file, FLAGS.checkpoint, FLAGS.export_dir,
                   FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-                  FLAGS.max_seq_length, FLAGS.tflite)
+                  FLAGS.max_seq_length, FLAGS.tflite, FLAGS.jit_compile)
   except (OSError, ValueError) as e:
     logging.error("%s", e)
     return 1

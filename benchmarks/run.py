@@ -19,7 +19,9 @@ What is measured (the suite picks the shapes, see SUITES):
   infer    latency of the exported encoder SavedModel's `serving_default` at batch 1 and 32:
            ours via `albert_tf.export.encoder.export_encoder`, the peer's encoder via
            `tf.saved_model.save` behind the same signature (pooled, sequence and stacked
-           per-layer outputs, cast to float32), float32 and bfloat16.
+           per-layer outputs, cast to float32), float32 and bfloat16, and float32 with the
+           signature compiled by XLA on both sides (ours: `export_savedmodel.py --jit_compile`);
+           "vs peer fp32" compares with the peer's plain float32 export.
   data     (full suite) `benchmarks/create_pretraining_data_bench.py`, SentencePiece mode, one
            worker, against Model Garden's create_pretraining_data.py, as its own subprocess.
   memory   each process's peak resident memory (VmHWM = ru_maxrss), TensorFlow included.
@@ -53,6 +55,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUIET_CORES = 0.25
 SIDES = ("ours", "peer")
 PRECISIONS = ("float32", "bfloat16")
+# Encoder exports: a precision, optionally "xla" (signatures compiled by XLA, both sides).
+EXPORTS = ("float32", "bfloat16", "float32 xla")
 
 SUITES = {
     # A few minutes on 2 cores: configs/tiny.json (its max_position_embeddings is 64).
@@ -111,12 +115,13 @@ def plan(suite, tmp):
                        "precision": "float32", "jit": False, "steps": s["steps"],
                        "recompute": side == "ours"} for side in SIDES}))
   exports = {side: {"kind": "export", "side": side, "config": config,
-                    "exports": {p: os.path.join(tmp, f"{side}_{p}") for p in PRECISIONS}}
+                    "exports": {v: os.path.join(tmp, f"{side}_{v.replace(' ', '_')}")
+                                for v in EXPORTS}}
              for side in SIDES}
-  for precision in PRECISIONS:
-    rows.append((f"infer {s['shape']} {precision}",
+  for variant in EXPORTS:
+    rows.append((f"infer {s['shape']} {variant}",
                  {side: {"kind": "infer", "side": side, "config": config,
-                         "dir": exports[side]["exports"][precision], "seq": s["infer_seq"],
+                         "dir": exports[side]["exports"][variant], "seq": s["infer_seq"],
                          "batches": s["infer_batches"], "calls": s["calls"]}
                   for side in SIDES}))
   return rows, exports
@@ -155,6 +160,7 @@ def summarize(suite, runs, matmul_runs):
       row[side] = entry
     rows[name] = row
   base = rows.get(f"train {suite['shape']} float32", {}).get("peer")
+  base_infer = rows.get(f"infer {suite['shape']} float32", {}).get("peer")
   for name, row in rows.items():
     ours, peer = row.get("ours"), row.get("peer")
     if not (ours and peer):
@@ -167,6 +173,9 @@ def summarize(suite, runs, matmul_runs):
     else:
       row["latency_ours_over_peer"] = {b: ours["latency_ms"][b] / peer["latency_ms"][b]
                                        for b in ours["latency_ms"]}
+      if base_infer:  # against the peer's plain float32 export (what it ships)
+        row["latency_ours_over_peer_float32"] = {
+            b: ours["latency_ms"][b] / base_infer["latency_ms"][b] for b in ours["latency_ms"]}
   return rates, rows, step_gflop
 
 
@@ -198,8 +207,8 @@ def format_tables(suite, rates, rows, step_gflop, data):
           fmt(row.get("memory_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
           fmt(e["others_cores"], ".2f")]) + " |")
   lines += ["", f"encoder inference (SavedModel serving_default), seq {s['infer_seq']}:", "",
-            "| config | side | batch | latency ms | latency vs peer | peak MiB | memory vs peer "
-            "| others |", "|---|---|---|---|---|---|---|---|"]
+            "| config | side | batch | latency ms | latency vs peer | vs peer fp32 | peak MiB "
+            "| memory vs peer | others |", "|---|---|---|---|---|---|---|---|---|"]
   for name, row in rows.items():
     if row["kind"] != "infer":
       continue
@@ -212,6 +221,7 @@ def format_tables(suite, rates, rows, step_gflop, data):
         lines.append("| " + " | ".join([
             name, side, b, f"{ms:.1f}",
             fmt(row.get("latency_ours_over_peer", {}).get(b), ".2f") + "x" if mine else "1.00x",
+            fmt(row.get("latency_ours_over_peer_float32", {}).get(b), ".2f") + "x" if mine else "",
             f"{e['peak_mib']:.0f}",
             fmt(row.get("memory_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
             fmt(e["others_cores"], ".2f")]) + " |")

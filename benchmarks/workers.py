@@ -13,7 +13,8 @@ model, the optimizer state, the activations and TensorFlow's own ~0.5-1 GiB). Ki
           Model Garden's (`benchmarks.train_step_bench`), under the `mixed_bfloat16` Keras
           policy for bfloat16, with or without `jit_compile` (ours also with `"recompute":
           true`, block recomputation); median seconds per step.
-  export  writes the encoder SavedModels of one side, one per precision (untimed).
+  export  writes the encoder SavedModels of one side, one per variant: "float32", "bfloat16",
+          "float32 xla" (signatures compiled by XLA: `export_savedmodel.py --jit_compile`).
   infer   loads an exported SavedModel and times its `serving_default` signature on a fixed
           `[batch, seq]` batch at each batch size; median milliseconds per call (the peak
           memory is then the process's, i.e. of the largest batch).
@@ -113,11 +114,12 @@ def train(spec):
 class PeerEncoderExport(tf.Module):
   """Model Garden's AlbertEncoder behind the same serving signature as ours (float32 out)."""
 
-  def __init__(self, encoder):
+  def __init__(self, encoder, jit_compile=False):
     super().__init__(name="peer_encoder")
     self.encoder = encoder
     specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
-    self.serving = tf.function(self._serving, input_signature=[specs])
+    self.serving = tf.function(self._serving, input_signature=[specs],
+                               jit_compile=True if jit_compile else None)
 
   def _serving(self, inputs):
     out = self.encoder(inputs, training=False)
@@ -131,20 +133,22 @@ def export(spec):
   config = AlbertConfig.from_json_file(spec["config"])
   dummy = {name: tf.zeros([1, 8], tf.int32) for name in INPUT_NAMES}
   seconds = {}
-  for precision, export_dir in spec["exports"].items():
+  for variant, export_dir in spec["exports"].items():
+    precision, _, compiler = variant.partition(" ")  # "float32", "bfloat16", "float32 xla"
+    jit = compiler == "xla"
     set_precision(precision)  # the policy in force when the layers are built
     start = time.perf_counter()
     if spec["side"] == "ours":
       from albert_tf.export.encoder import export_encoder  # pylint: disable=g-import-not-at-top
       pretrainer = AlbertPretrainer(config)
       pretrainer(dict(dummy, masked_lm_positions=tf.zeros([1, 2], tf.int32)))
-      export_encoder(pretrainer, export_dir)
+      export_encoder(pretrainer, export_dir, jit_compile=jit)
     else:
       encoder = train_step_bench.peer_encoder(config)
       encoder(dummy)
-      module = PeerEncoderExport(encoder)
+      module = PeerEncoderExport(encoder, jit_compile=jit)
       tf.saved_model.save(module, export_dir, signatures={"serving_default": module.serving})
-    seconds[precision] = time.perf_counter() - start
+    seconds[variant] = time.perf_counter() - start
   set_precision("float32")
   return {"export_seconds": seconds}
 

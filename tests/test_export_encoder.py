@@ -130,11 +130,14 @@ def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_ano
   model.config.to_json_file(config)
   spm = ROOT.parent / "shared" / "data" / "sentencepiece" / "spiece.model"
   ok = subprocess.run(base + [f"--albert_config_file={config}", f"--spm_model_file={spm}",
-                              f"--export_dir={tmp_path / 'out'}"],
+                              f"--export_dir={tmp_path / 'out'}", "--jit_compile"],
                       capture_output=True, text=True, timeout=300)
   assert ok.returncode == 0, ok.stderr[-2000:]
   for name in ("encoder", "preprocessing", "fill_mask"):
     assert (tmp_path / "out" / name / "saved_model.pb").exists(), name
+  # --jit_compile reaches the encoder only (string ops cannot be XLA-compiled).
+  assert b"_XlaMustCompile" in (tmp_path / "out" / "encoder" / "saved_model.pb").read_bytes()
+  assert b"_XlaMustCompile" not in (tmp_path / "out" / "fill_mask" / "saved_model.pb").read_bytes()
   import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops for loading)
   fill_mask = tf.saved_model.load(str(tmp_path / "out" / "fill_mask"))
   answer = fill_mask.signatures["serving_default"](text=tf.constant(["a [MASK] day"]))
@@ -153,6 +156,21 @@ def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_ano
     export_bundle(str(config), str(folder / "tf1" / "model.ckpt"), str(tmp_path / "bad"),
                   max_seq_length=16)
   assert not (tmp_path / "bad" / "encoder").exists()
+
+
+def test_an_xla_compiled_export_gives_the_plain_exports_outputs(exported, tmp_path):
+  model, export_dir, _ = exported
+  compiled_dir = export_encoder(model, str(tmp_path / "xla"), jit_compile=True)
+  assert b"_XlaMustCompile" in (pathlib.Path(compiled_dir) / "saved_model.pb").read_bytes()
+  plain, compiled = tf.saved_model.load(export_dir), tf.saved_model.load(compiled_dir)
+  x = inputs(batch=2, seed=3)
+  positions = tf.constant([[1, 4], [0, 2]], tf.int32)
+  want = plain.signatures["mlm"](masked_lm_positions=positions, **x)
+  got = compiled.signatures["mlm"](masked_lm_positions=positions, **x)
+  for key in ("pooled_output", "sequence_output", "encoder_outputs", "mlm_logits"):
+    np.testing.assert_allclose(got[key], want[key], atol=1e-5, err_msg=key)
+  np.testing.assert_allclose(compiled.signatures["serving_default"](**x)["pooled_output"],
+                             want["pooled_output"], atol=1e-5)
 
 
 def test_a_model_initialised_from_the_exported_encoder_gives_its_outputs(exported):

@@ -12,12 +12,15 @@ logger = logging.getLogger(__name__)
 
 
 def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=None,
-                  vocab_file=None, do_lower_case=True, max_seq_length=128, tflite=False):
+                  vocab_file=None, do_lower_case=True, max_seq_length=128, tflite=False,
+                  jit_compile=False):
   """Writes `encoder/`, `preprocessing/` and `fill_mask/` (when a vocabulary is given and,
   for fill_mask, the checkpoint has the MLM head), and `encoder.tflite`.
 
   Returns `{name: path}`. The checkpoint may be ours or the original's (TF1, TF-Hub module);
   a checkpoint of another shape is an error naming both variables, before anything is written.
+  `jit_compile`: the encoder's signatures as XLA clusters (`export_encoder`); the preprocessing
+  and fill_mask models (string ops, which XLA cannot compile) stay plain graphs.
   """
   config = AlbertConfig.from_json_file(albert_config_file)
   if max_seq_length > config.max_position_embeddings:
@@ -28,7 +31,8 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   if report.missing:
     logger.warning("not in the checkpoint (left as initialised): %s", report.missing)
   os.makedirs(export_dir, exist_ok=True)
-  paths = {"encoder": export_encoder(model, os.path.join(export_dir, "encoder"))}
+  paths = {"encoder": export_encoder(model, os.path.join(export_dir, "encoder"),
+                                jit_compile=jit_compile)}
   if spm_model_file or vocab_file:
     from albert_tf.export.preprocessing import save_preprocessing_model  # pylint: disable=g-import-not-at-top
     from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
