@@ -7,8 +7,9 @@ Signatures (what TF Serving and `saved_model_cli run` call), batch first so REST
          encoder_outputs [batch, L * inner_group_num, seq, hidden] (every block application)
   mlm: the same inputs plus masked_lm_positions int32 [batch, P]
       -> mlm_logits float32 [batch, P, vocab], plus the serving_default outputs
-With `jit_compile=True` both signatures are compiled by XLA as one cluster each (about 0.8x
-the latency of the plain graph for ALBERT-base on a CPU, see BENCHMARKS.md). XLA compiles
+With `jit_compile=True` both signatures are compiled by XLA as one cluster each (ALBERT-base
+on a 2-core CPU, seq 128: about 0.75x the plain graph's latency at batch 1, 0.95x at batch 32;
+BENCHMARKS.md). XLA compiles
 once per input shape, and TF Serving runs such a model only when started with
 `--xla_cpu_compilation_enabled=true` (an experimental flag), so the default is a plain graph.
 Loaded with `tf.saved_model.load` (or `hub.KerasLayer(path, trainable=True)`) the object is
