@@ -44,7 +44,7 @@ class LoadReport:
     if self.unused:
       lines.append(f"  in the checkpoint but not used: {', '.join(self.unused)}")
     if self.skipped:
-      lines.append(f"  skipped {len(self.skipped)} optimizer slots / global_step")
+      lines.append(f"  skipped {len(self.skipped)} optimizer slots / step counters")
     return "\n".join(lines)
 
 
@@ -324,8 +324,11 @@ def _load_native(model, reader, shapes, prefix, init_from_group0=False):
   for key in loaded:
     targets[key].assign(reader.get_tensor(sources[key]))
   variables = [n for n in shapes if n.endswith("/.ATTRIBUTES/VARIABLE_VALUE")]
-  unused = sorted(set(variables) - set(sources.values()))
-  return LoadReport(prefix, "native", sorted(loaded), unused, sorted(missing), [])
+  # A training checkpoint's optimizer state (slots, iterations, ...) is counted, not listed.
+  state = {n for n in variables
+           if ".OPTIMIZER_SLOT/" in n or n.split("/")[0] in ("optimizer", "save_counter")}
+  unused = sorted(set(variables) - set(sources.values()) - state)
+  return LoadReport(prefix, "native", sorted(loaded), unused, sorted(missing), sorted(state))
 
 
 def save_tf1_checkpoint(model, path, global_step=None):
