@@ -8,7 +8,8 @@
       --train_batch_size=48 --learning_rate=3e-5 --num_train_epochs=2.0 --export_dir=runs/serve
 
 Outputs in --output_dir: checkpoints, predictions.json, nbest_predictions.json, null_odds.json
-(v2), eval_results.txt (official EM/F1 when --predict_file has answers), cached features.
+(v2), eval_results.txt (official EM/F1 over the questions of --predict_file that have
+answers; `skipped_unanswered` counts the others), cached features.
 """
 
 import logging

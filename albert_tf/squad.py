@@ -4,8 +4,9 @@ Features are cached as TFRecords beside the outputs (rebuilt when the data, toke
 window flags change); training runs the shared fine-tuning loop (`finetuning.FineTuner`) with
 the original's losses; prediction writes `predictions.json`, `nbest_predictions.json`
 (and `null_odds.json` for v2) and, when the predict file has answers, the official EM / F1 in
-`eval_results.txt` (v2: after the original's search for the best null-score threshold, which
-then decides the written predictions).
+`eval_results.txt` over the questions that have them, plus v2's unanswerable ones (v2: after
+the original's search for the best null-score threshold, which then decides the written
+predictions).
 """
 
 import dataclasses
@@ -199,54 +200,62 @@ class SquadRunner(FineTuner):
     return results
 
   def predict(self):
-    """Writes the prediction files (and eval_results.txt when the file has answers);
-    returns the metrics or None."""
+    """Writes the prediction files, then, when questions have answers, scores those in
+    eval_results.txt; returns the metrics or None."""
     o = self.options
     examples = squad_data.read_squad_examples(o.predict_file, False, o.version_2_with_negative)
     path, count = self._feature_file(examples, o.predict_file, False)
     features = squad_data.read_squad_features(path)
     results = self._raw_results(path, count)
-    dataset = squad_data.load_squad_json(o.predict_file)
-    has_answers = any(qa.get("answers") or qa.get("is_impossible")
-                      for article in dataset for p in article["paragraphs"] for qa in p["qas"])
-    metrics = None
+    scored, unanswered = squad_data.scored_questions(
+        squad_data.load_squad_json(o.predict_file), o.version_2_with_negative)
     files = {"predictions": os.path.join(o.output_dir, "predictions.json"),
              "nbest": os.path.join(o.output_dir, "nbest_predictions.json")}
+    null_odds = None
     if not o.version_2_with_negative:
       predictions, nbest = squad_data.postprocess_v1(examples, features, results,
                                                      o.n_best_size, o.max_answer_length)
-      if has_answers:
-        metrics = squad_data.evaluate(dataset, predictions)
     else:
       threshold = o.null_score_diff_threshold
-      if threshold is None and has_answers:
+      if threshold is None and scored:
         # The original's two passes: find the best threshold on these answers, then use it.
-        raw, _, null_odds = squad_data.postprocess_v2(examples, features, results,
-                                                      o.n_best_size, o.max_answer_length)
-        threshold = squad_data.evaluate(dataset, raw, null_odds)["best_f1_thresh"]
+        raw, _, raw_null_odds = squad_data.postprocess_v2(examples, features, results,
+                                                          o.n_best_size, o.max_answer_length)
+        threshold = squad_data.evaluate(scored, raw, raw_null_odds)["best_f1_thresh"]
       predictions, nbest, null_odds = squad_data.postprocess_v2(
           examples, features, results, o.n_best_size, o.max_answer_length, threshold)
       files["null_odds"] = os.path.join(o.output_dir, "null_odds.json")
       squad_data.write_json(files["null_odds"], null_odds)
-      if has_answers:
-        metrics = squad_data.evaluate(dataset, predictions, null_odds)
-        metrics["null_score_diff_threshold"] = threshold
       self.null_score_diff_threshold = threshold
+    # Written before scoring, so a scoring failure cannot lose a long prediction run.
     squad_data.write_json(files["predictions"], predictions)
     squad_data.write_json(files["nbest"], nbest)
     logger.info("Wrote %s", ", ".join(files.values()))
-    if metrics is not None:
-      metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
-      metrics["global_step"] = self.global_step
-      write_results(os.path.join(o.output_dir, "eval_results.txt"), metrics)
-      writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "eval"))
-      with writer.as_default(step=self.global_step):
-        for key, value in metrics.items():
-          tf.summary.scalar(key, value)
-      writer.flush()
-      main = ("exact_match", "f1") if "exact_match" in metrics else ("exact", "f1")
-      logger.info("Eval at step %d: %s", self.global_step,
-                  ", ".join(f"{k} = {metrics[k]:.2f}" for k in main))
+    if not scored:
+      logger.info("%s has no answers to score: wrote the predictions, no eval_results.txt",
+                  o.predict_file)
+      return None
+    if unanswered:
+      logger.warning("%s: %d of %d questions have no answers%s; scoring the others: %s",
+                     o.predict_file, len(unanswered), len(examples),
+                     " and are not is_impossible" if o.version_2_with_negative else "",
+                     squad_data.listed_ids(unanswered))
+    metrics = squad_data.evaluate(scored, predictions, null_odds)
+    if o.version_2_with_negative:
+      metrics["null_score_diff_threshold"] = threshold
+    if unanswered:
+      metrics["skipped_unanswered"] = len(unanswered)
+    metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+    metrics["global_step"] = self.global_step
+    write_results(os.path.join(o.output_dir, "eval_results.txt"), metrics)
+    writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "eval"))
+    with writer.as_default(step=self.global_step):
+      for key, value in metrics.items():
+        tf.summary.scalar(key, value)
+    writer.flush()
+    main = ("exact_match", "f1") if "exact_match" in metrics else ("exact", "f1")
+    logger.info("Eval at step %d: %s", self.global_step,
+                ", ".join(f"{k} = {metrics[k]:.2f}" for k in main))
     return metrics
 
   null_score_diff_threshold = None  # v2: the threshold of the last prediction

@@ -198,3 +198,62 @@ def test_serving_piece_offsets_equal_run_squads(v1):
     got = [raw[b:e + 1].decode("utf-8").strip()
            for b, e in zip(first[row].numpy(), last[row].numpy())]
     assert got == [context[b:e + 1].strip() for b, e in zip(expected[1], expected[2])]
+
+
+def _predict_only(tmp_path, qas_edits, version_2=False):
+  """Predicts (random weights, no training) the first xquad paragraph's questions after
+  `qas_edits(qas)` changed them; returns the metrics and the output folder."""
+  data = squad_data.load_squad_json(str(XQUAD))[:1]
+  data[0]["paragraphs"] = data[0]["paragraphs"][:1]
+  qas_edits(data[0]["paragraphs"][0]["qas"])
+  path = tmp_path / "predict.json"
+  path.write_text(json.dumps({"version": "2.0" if version_2 else "1.1", "data": data}))
+  options = SquadOptions(predict_file=str(path), output_dir=str(tmp_path / "out"),
+                         do_predict=True, version_2_with_negative=version_2, **SMALL)
+  return run_squad(options), tmp_path / "out", data
+
+
+def test_v1_questions_without_answers_are_predicted_but_not_scored(tmp_path, caplog):
+  def edit(qas):
+    del qas[0]["answers"]
+    qas[1]["answers"] = []
+  with caplog.at_level(logging.WARNING):
+    metrics, out, data = _predict_only(tmp_path, edit)
+  qas = data[0]["paragraphs"][0]["qas"]
+  predictions = json.loads((out / "predictions.json").read_text())
+  assert list(predictions) == [qa["id"] for qa in qas]
+  assert (out / "nbest_predictions.json").exists()
+  assert f"2 of {len(qas)} questions have no answers" in caplog.text
+  results = _read_results(out / "eval_results.txt")
+  assert results["skipped_unanswered"] == metrics["skipped_unanswered"] == 2
+  answered = [{"paragraphs": [{"context": "", "qas": qas[2:]}]}]
+  assert results["exact_match"] == pytest.approx(
+      squad_data.evaluate(answered, predictions)["exact_match"])
+
+
+def test_a_predict_file_without_answers_is_predicted_and_not_scored(tmp_path, caplog):
+  def edit(qas):
+    for qa in qas:
+      qa.pop("answers")
+  with caplog.at_level(logging.INFO):
+    metrics, out, data = _predict_only(tmp_path, edit)
+  assert metrics is None and not (out / "eval_results.txt").exists()
+  predictions = json.loads((out / "predictions.json").read_text())
+  assert len(predictions) == len(data[0]["paragraphs"][0]["qas"])
+  assert "has no answers to score" in caplog.text
+
+
+def test_v2_answerable_questions_without_answers_are_not_scored(tmp_path):
+  def edit(qas):
+    qas[0]["is_impossible"] = True  # unanswerable, no 'answers' key: scored as usual
+    del qas[0]["answers"]
+    qas[1]["is_impossible"], qas[1]["answers"] = False, []  # answerable without answers
+  metrics, out, data = _predict_only(tmp_path, edit, version_2=True)
+  qas = data[0]["paragraphs"][0]["qas"]
+  predictions = json.loads((out / "predictions.json").read_text())
+  null_odds = json.loads((out / "null_odds.json").read_text())
+  assert list(predictions) == list(null_odds) == [qa["id"] for qa in qas]
+  results = _read_results(out / "eval_results.txt")
+  assert results["skipped_unanswered"] == 1
+  assert results["NoAns_total"] == 1 and results["HasAns_total"] == len(qas) - 2
+  assert metrics["exact"] == pytest.approx(results["exact"])

@@ -243,3 +243,36 @@ def test_broken_files_and_flags_fail_with_clear_errors(tmp_path, tokenizer):
   example = squad.SquadExample("q", "question", "context")
   with pytest.raises(ValueError, match="max_seq_length=20 leaves no room"):
     squad.convert_examples_to_features([example], tokenizer, 20, 8, 17, False)
+
+
+@pytest.mark.parametrize("is_training", [True, False])
+def test_an_answer_start_that_is_not_an_integer_is_a_clear_error(tmp_path, is_training):
+  path = _write(tmp_path, [{"context": "Paris is in France.", "qas": [
+      {"id": "good", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]},
+      {"id": "q-str", "question": "Where?", "answers": [{"text": "France",
+                                                         "answer_start": "12"}]}]}])
+  with pytest.raises(ValueError, match=r"bad.json: .*question q-str: answers\[0\]"
+                                       r"\.answer_start is '12', not an integer"):
+    squad.read_squad_examples(path, is_training)
+
+
+def test_questions_without_answers_are_left_out_of_scoring():
+  qas = [{"id": "answered", "question": "Where?",
+          "answers": [{"text": "France", "answer_start": 12}]},
+         {"id": "no_key", "question": "Where?"},
+         {"id": "empty", "question": "Where?", "answers": []},
+         {"id": "impossible", "question": "Who?", "is_impossible": True}]
+  dataset = lambda questions: [{"paragraphs": [{"context": "Paris is in France.",
+                                                "qas": questions}]}]
+  # v1.1: the official evaluator fails on a question without answers; it is left out.
+  scored, skipped = squad.scored_questions(dataset(qas[:3]))
+  assert skipped == ["no_key", "empty"]
+  predictions = {"answered": "France", "no_key": "x", "empty": "x"}
+  assert squad.evaluate(scored, predictions) == {"exact_match": 100.0, "f1": 100.0}
+  # v2.0: unanswerable questions are scored (the empty answer is right); answerable ones
+  # without answers are left out.
+  scored, skipped = squad.scored_questions(dataset(qas), version_2=True)
+  assert skipped == ["no_key", "empty"]
+  predictions["impossible"] = ""
+  metrics = squad.evaluate(scored, predictions, {k: 0.0 for k in predictions})
+  assert metrics["exact"] == 100.0 and metrics["HasAns_total"] == metrics["NoAns_total"] == 1

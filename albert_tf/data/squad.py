@@ -63,7 +63,8 @@ class SquadFeature:
   is_impossible: bool = False
 
 
-def _listed(ids):
+def listed_ids(ids):
+  """The first ids of a list, for a log line: 'a, b ... and N more'."""
   shown = ", ".join(map(str, ids[:_REPORT_IDS]))
   return shown + (f" ... and {len(ids) - _REPORT_IDS} more" if len(ids) > _REPORT_IDS else "")
 
@@ -82,13 +83,36 @@ def load_squad_json(input_file):
   return content["data"]
 
 
+def _check_answers(where, answers):
+  """Raises a ValueError naming `where` when `answers` is not a list of answer objects with a
+  string `text` and an integer `answer_start` (each may be missing: the question is then
+  skipped for training, as one whose answer misses the context)."""
+  if answers is None:
+    return
+  if not isinstance(answers, list):
+    raise ValueError(f"{where}: 'answers' is a {type(answers).__name__}, not a list")
+  for k, answer in enumerate(answers):
+    if not isinstance(answer, dict):
+      raise ValueError(f"{where}: answers[{k}] is a {type(answer).__name__}, not an object "
+                       "with 'text' and 'answer_start'")
+    text, start = answer.get("text", ""), answer.get("answer_start", -1)
+    if not isinstance(text, str):
+      raise ValueError(f"{where}: answers[{k}].text is {text!r}, not a string")
+    # bool is an int in Python; JSON true is no character offset.
+    if not isinstance(start, int) or isinstance(start, bool):
+      raise ValueError(f"{where}: answers[{k}].answer_start is {start!r}, not an integer "
+                       "character offset")
+
+
 def read_squad_examples(input_file, is_training, version_2=False):
   """SquadExamples of a SQuAD v1.1 / v2.0 JSON file, in file order.
 
   Training takes each question's first answer. Questions are skipped, with a warning that
   lists their ids, when their answer's `answer_start` does not point at its text in the
   context, when an answerable one has no answer, or (training) when the context is empty.
-  Unanswerable questions (`is_impossible`) need `version_2`.
+  Unanswerable questions (`is_impossible`) need `version_2`. Answers of the wrong type (an
+  `answer_start` that is not an integer, a `text` that is not a string) are a ValueError
+  naming the file and the question, in training and prediction alike.
   """
   examples, mismatched, no_answer, empty = [], [], [], []
   for a, article in enumerate(load_squad_json(input_file)):
@@ -101,6 +125,7 @@ def read_squad_examples(input_file, is_training, version_2=False):
         if "id" not in qa or "question" not in qa:
           raise ValueError(f"{where}.qas[{q}] has no 'id' or 'question'")
         qas_id = qa["id"]
+        _check_answers(f"{where}: question {qas_id}", qa.get("answers"))
         impossible = bool(qa.get("is_impossible", False))
         if impossible and not version_2:
           raise ValueError(f"{where}: question {qas_id} is unanswerable (is_impossible); "
@@ -127,13 +152,13 @@ def read_squad_examples(input_file, is_training, version_2=False):
   if mismatched:
     logger.warning("%s: skipped %d questions whose answer_start does not point at the "
                    "answer text in the context: %s", input_file, len(mismatched),
-                   _listed(mismatched))
+                   listed_ids(mismatched))
   if no_answer:
     logger.warning("%s: skipped %d answerable questions without answers: %s", input_file,
-                   len(no_answer), _listed(no_answer))
+                   len(no_answer), listed_ids(no_answer))
   if empty:
     logger.warning("%s: %d questions have an empty context (%s): %s", input_file, len(empty),
-                   "skipped" if is_training else "they get the empty answer", _listed(empty))
+                   "skipped" if is_training else "they get the empty answer", listed_ids(empty))
   if not examples:
     raise ValueError(f"{input_file} holds no usable questions")
   return examples
@@ -462,6 +487,33 @@ def write_json(path, value):
 
 
 # --- Metrics ----------------------------------------------------------------------------------
+def scored_questions(dataset, version_2=False):
+  """(the dataset cut to the questions the official evaluators can score, ids of the others).
+
+  A question is scored when it has answers, or (v2.0) when it is unanswerable
+  (`is_impossible`; a missing `answers` becomes []). The others are left out: v1.1's
+  evaluator fails on a question without answers (a max over no gold answers), and v2.0's
+  would count an answerable question without answers as unanswerable.
+  """
+  kept, skipped = [], []
+  for article in dataset:
+    paragraphs = []
+    for paragraph in article.get("paragraphs", []):
+      qas = []
+      for qa in paragraph["qas"]:
+        if qa.get("answers"):
+          qas.append(qa)
+        elif version_2 and qa.get("is_impossible"):
+          qas.append({**qa, "answers": []})
+        else:
+          skipped.append(qa["id"])
+      if qas:
+        paragraphs.append({**paragraph, "qas": qas})
+    if paragraphs:
+      kept.append({**article, "paragraphs": paragraphs})
+  return kept, skipped
+
+
 def evaluate(dataset, predictions, null_odds=None):
   """EM and F1 (0-100) from tf-models-official's official SQuAD evaluators.
 
