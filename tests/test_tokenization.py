@@ -68,8 +68,9 @@ def test_preprocess_text_collapses_whitespace_and_strips():
   assert preprocess_text("  a \t b\n\n c  ") == "a b c"
 
 
-def test_preprocess_text_turns_latex_quotes_into_double_quotes():
-  assert preprocess_text("``quoted''") == '"quoted"'
+def test_preprocess_text_keeps_latex_quotes_as_the_original_does():
+  # XLNet and Hugging Face turn them into '"'; ALBERT's own preprocess_text does not.
+  assert preprocess_text("``quoted''  ''") == "``quoted'' ''"
 
 
 def test_preprocess_text_drops_accents_and_applies_nfkd():

@@ -330,7 +330,6 @@ class InGraphTokenizer(tf.Module):
                        "WordPiece (see basic_tokenize)")
     text = tf.strings.regex_replace(_valid_utf8(strings), self._space_pattern, " ")
     text = tf.strings.regex_replace(text, "^ | $", "")
-    text = tf.strings.regex_replace(text, "``|''", '"')
     # ASCII is its own NFKD, so (as in Python) only other rows go through the tables.
     return _where_rows(tf.logical_not(_is_ascii(text)), text, self._normalize_unicode,
                        tf.strings.lower if self.do_lower_case else None)

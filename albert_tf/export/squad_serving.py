@@ -15,8 +15,8 @@ the exported `null_score_diff_threshold`.
 
 `start`/`end` are character offsets in the context (end exclusive), -1 for an empty answer.
 Piece offsets are those of `tokenization.offsets` (what run_squad uses) except in the rare
-word whose characters normalise differently alone than together (a "''" pair, a character
-whose NFKD form holds a space): there every piece spans the whole word.
+word whose characters normalise differently alone than together (a character whose NFKD
+form holds a space): there every piece spans the whole word.
 """
 
 import tensorflow as tf

@@ -35,21 +35,6 @@ def normalize_with_offsets(text, lower):
   if chars and chars[-1] == " ":
     chars.pop()
     origins.pop()
-  for pair in ("``", "''"):  # both become '"', left to right as str.replace
-    joined = "".join(chars)
-    if pair not in joined:
-      continue
-    new_chars, new_origins, k = [], [], 0
-    while k < len(chars):
-      if joined.startswith(pair, k):
-        new_chars.append('"')
-        new_origins.append(origins[k])
-        k += 2
-      else:
-        new_chars.append(chars[k])
-        new_origins.append(origins[k])
-        k += 1
-    chars, origins = new_chars, new_origins
   # NFKD character by character is NFKD of the whole: it only differs in the order of
   # combining marks, which are all dropped.
   pieces = chars

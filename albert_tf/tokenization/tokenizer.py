@@ -46,12 +46,13 @@ def _to_text(text):
 def preprocess_text(text, lower=False):
   """Normalises raw text before SentencePiece, as the original's `preprocess_text`.
 
-  Collapses whitespace runs to one space and strips the ends, turns `` and '' into ",
-  applies NFKD and drops combining marks (so "é" -> "e"), then lowercases if `lower`.
-  Accepts str or utf-8 bytes; returns str.
+  Collapses whitespace runs to one space and strips the ends, applies NFKD and drops
+  combining marks (so "é" -> "e"), then lowercases if `lower`. Accepts str or utf-8 bytes;
+  returns str.
   """
+  # Unlike XLNet and Hugging Face's AlbertTokenizer, the original keeps `` and '' as they
+  # are (no '"'); its pretraining data and fine-tuning features were made this way.
   outputs = " ".join(_to_text(text).split())
-  outputs = outputs.replace("``", '"').replace("''", '"')
   if not outputs.isascii():  # ASCII is already NFKD and has no combining marks
     outputs = unicodedata.normalize("NFKD", outputs)
     outputs = "".join(c for c in outputs if not unicodedata.combining(c))
