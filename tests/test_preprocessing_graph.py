@@ -17,6 +17,7 @@ from albert_tf.export.preprocessing import (InGraphTokenizer, PreprocessingModel
                                             save_preprocessing_model)
 from albert_tf.tokenization import FullTokenizer, encode_pair, preprocess_text
 from albert_tf.tokenization.tokenizer import _basic_tokenize
+from reference_tokenization import ReferenceTokenizer, real_texts_with_latex_quotes
 
 BATCH = 4096
 
@@ -261,6 +262,17 @@ def test_digit_comma_pieces_are_split_as_encode_pieces_real_data(spm_graph, spm_
   assert spm_python.convert_ids_to_tokens(got[0]) == ["▁in", "▁1990", ",", "▁the"]
 
 
+def test_spm_ids_equal_the_original_rules_on_real_data_latex_quote_lines(spm_graph,
+                                                                          shared_data):
+  # The original ALBERT keeps `` and '' (no '"'), unlike XLNet and Hugging Face.
+  reference = ReferenceTokenizer(_spm_model(shared_data), do_lower_case=True)
+  texts = real_texts_with_latex_quotes(shared_data) + ["in 1990, (1990, a1990, 2,000, x1,"]
+  assert len(texts) > 300
+  got = _graph_ids(spm_graph, texts)
+  differ = [t for t, g in zip(texts, got) if g != reference.encode_ids(t)]
+  assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {differ[:3]}"
+
+
 # ---------------------------------------------------------------------------------------------
 # Packing.
 
@@ -353,6 +365,7 @@ def _assert_saved_model_matches(export_dir, tokenizer, python, texts_a, texts_b,
   assert expected_pair == _python_packed(python, texts_a, texts_b, max_seq_length)
   assert (loaded.tokenizer.tokenize(_encode(texts_a)).to_list()
           == python.encode_ids(texts_a))
+  return loaded
 
 
 def test_saved_preprocessing_model_works_after_moving_its_folder_real_data(
@@ -366,7 +379,11 @@ def test_saved_preprocessing_model_works_after_moving_its_folder_real_data(
   assert (moved / "assets" / "spiece.model").is_file()
   texts_a = ["In 1990, the Café opened.", "", "Hello   World " * 20, "naïve ``quotes''"]
   texts_b = ["A second sentence.", "b only", "", "x " * 40]
-  _assert_saved_model_matches(moved, spm_graph, spm_python, texts_a, texts_b, 32)
+  loaded = _assert_saved_model_matches(moved, spm_graph, spm_python, texts_a, texts_b, 32)
+  # Held to the original's rules too, not only to our Python tokenizer ("``quotes''").
+  reference = ReferenceTokenizer(_spm_model(shared_data), do_lower_case=True)
+  assert (loaded.tokenizer.tokenize(_encode(texts_a)).to_list()
+          == [reference.encode_ids(t) for t in texts_a])
 
 
 def test_saved_wordpiece_preprocessing_model_keeps_its_vocab_as_an_asset(

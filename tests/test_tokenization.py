@@ -10,6 +10,7 @@ import pytest
 
 from albert_tf.tokenization import (FullTokenizer, encode_pair, encode_pieces,
                   preprocess_text, truncate_seq_pair)
+from reference_tokenization import ReferenceTokenizer, real_texts_with_latex_quotes
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SPM_MODEL = DATA / "sentencepiece" / "spiece.model"
@@ -384,6 +385,16 @@ def test_file_that_is_not_a_sentencepiece_model_is_an_error_naming_it(tmp_path):
 def test_real_data_spm_mode_ignores_vocab_file(tmp_path):
   tok = FullTokenizer(vocab_file=tmp_path / "absent.txt", spm_model_file=_need(SPM_MODEL))
   assert tok.is_spm and tok.vocab_size == 30000
+
+
+def test_spm_ids_equal_the_original_rules_on_real_data_latex_quote_lines(spm_tok):
+  reference = ReferenceTokenizer(_need(SPM_MODEL), do_lower_case=True)
+  texts = real_texts_with_latex_quotes(DATA) + ["in 1990, (1990, a1990, 2,000, x1,"]
+  assert len(texts) > 300
+  expected = [reference.encode_ids(t) for t in texts]
+  differ = [t for t, e, got in zip(texts, expected, spm_tok.encode_ids(texts)) if e != got]
+  assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {differ[:3]}"
+  assert spm_tok.tokenize("said ``hi''")[-4:] == ["``", "hi", "'", "'"]
 
 
 def test_encode_ids_batch_equals_per_text_tokenization_real_data(spm_tok):
