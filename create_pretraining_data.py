@@ -29,7 +29,8 @@ flags.DEFINE_bool("favor_shorter_ngram", _DEFAULTS.favor_shorter_ngram,
                   "P(n) proportional to 1/n (else reversed).")
 flags.DEFINE_bool("random_next_sentence", _DEFAULTS.random_next_sentence,
                   "NSP-style: B from a random document half of the time (else SOP swaps).")
-flags.DEFINE_integer("max_seq_length", _DEFAULTS.max_seq_length, "Maximum sequence length.")
+flags.DEFINE_integer("max_seq_length", _DEFAULTS.max_seq_length,
+                     "Maximum sequence length (at least 5: [CLS] A [SEP] B [SEP]).")
 flags.DEFINE_integer("ngram", _DEFAULTS.ngram, "Maximum n-gram length (in words) to mask.")
 flags.DEFINE_integer("max_predictions_per_seq", _DEFAULTS.max_predictions_per_seq,
                      "Maximum masked LM predictions per sequence.")

@@ -3,6 +3,7 @@
 import collections
 import json
 import random
+import re
 import subprocess
 import sys
 
@@ -245,14 +246,17 @@ def test_truncation_drops_from_the_longer_segment():
 # --- determinism, pure_sop, streaming -----------------------------------------------------------
 def test_real_data_same_records_for_any_number_of_workers_and_seed_matters(tmp_path):
   inputs = [str(GUTENBERG / "chesterton-brown.txt"), str(GUTENBERG / "blake-poems.txt")]
-  digests = {}
+  digests, statistics = {}, {}
   for workers, seed in ((1, 1), (2, 1), (1, 2)):
     out = [str(tmp_path / f"w{workers}s{seed}-{i}.tfrecord") for i in range(3)]
-    create_pretraining_data(inputs, out, options(num_workers=workers, random_seed=seed,
-                                                 dupe_factor=2, block_bytes=100_000))
+    metadata = create_pretraining_data(inputs, out, options(
+        num_workers=workers, random_seed=seed, dupe_factor=2, block_bytes=100_000))
     digests[(workers, seed)] = [open(p, "rb").read() for p in out]
+    statistics[(workers, seed)] = metadata["statistics"]
   assert digests[(1, 1)] == digests[(2, 1)]
   assert digests[(1, 1)] != digests[(1, 2)]
+  # Counts summed over blocks, dropped tokens included, do not depend on the workers either.
+  assert statistics[(1, 1)] == statistics[(2, 1)] and statistics[(1, 1)]["dropped_tokens"] > 0
 
 
 def test_real_data_pure_sop_never_pairs_with_a_random_document(tmp_path):
@@ -272,6 +276,63 @@ def test_a_document_without_blank_lines_is_cut_into_bounded_parts(tmp_path, capl
   metadata = create_pretraining_data([str(path)], [str(out)], options(block_bytes=2000))
   assert metadata["read"]["split_documents"] >= 10 and metadata["read"]["documents"] >= 10
   assert "longer than 16000 bytes is split" in caplog.text
+
+
+def test_an_overlong_line_is_reported_with_the_tokens_kept_and_dropped(tmp_path, caplog):
+  # One line of 8 blocks or more is one sentence: the document is not split, truncation keeps
+  # max_seq_length - 3 tokens at most per instance, the rest is dropped.
+  path = tmp_path / "one_line.txt"
+  path.write_text(" ".join(f"word{i % 97}" for i in range(1200)) + "\n\nA short one.\nOk.\n")
+  out = tmp_path / "o.tfrecord"
+  metadata = create_pretraining_data([str(path)], [str(out)], options(
+      max_seq_length=64, block_bytes=1000, dupe_factor=2))
+  assert metadata["read"]["long_lines"] == 1 and metadata["read"]["split_documents"] == 0
+  assert "split into parts here" not in caplog.text
+  found = re.search(rf"{re.escape(str(path))}:1: a line of (\d+) bytes is one sentence and is "
+                    r"not split into parts .* \(1 line, (\d+) tokens\) gave 2 instances that "
+                    r"keep (\d+) tokens over 2 dupe passes; (\d+) tokens dropped", caplog.text)
+  assert found, caplog.text
+  size, tokens, kept, dropped = map(int, found.groups())
+  assert size > 8000 and kept + dropped == 2 * tokens
+  # Kept: segment A of the long line's instances (the short document's fit whole).
+  a_lengths = [int(e["input_mask"].sum() - e["segment_ids"].sum()) - 2
+               for e in read_all([out], 64)]
+  assert sum(n for n in a_lengths if n > 20) == kept
+  assert metadata["statistics"]["dropped_tokens"] == dropped
+
+
+def test_five_is_the_shortest_max_seq_length_with_two_segments(tmp_path):
+  from albert_tf.data.instances import InstanceOptions, create_instances
+  # max_seq_length - 3 = 2 tokens: one-token sentences still pair up, kept or swapped.
+  document = [[10 + i] for i in range(40)]
+  instances = create_instances(document, 0, [document], random.Random(0),
+                               InstanceOptions(max_seq_length=5), _masking())
+  assert all(i.segment_ids == [0, 0, 0, 1, 1] for i in instances)
+  assert {i.sentence_order_label for i in instances} == {0, 1}
+  with pytest.raises(ValueError, match=r"--max_seq_length=4: .*one token in each segment"):
+    create_pretraining_data([str(BOOKS[0])], [str(tmp_path / "o.tfrecord")],
+                            options(max_seq_length=4))
+
+
+def test_unbalanced_sentence_order_labels_are_reported(tmp_path, caplog):
+  # At max_seq_length 8 a chunk holds 5 tokens: every sentence below fills one alone and is
+  # paired with a random document, so every label is 1.
+  path = tmp_path / "sentences.txt"
+  path.write_text("".join(f"Sentence {i} of document {d} has words.\n" + ("\n" if i == 5 else "")
+                          for d in range(20) for i in range(6)))
+  metadata = create_pretraining_data([str(path)], [str(tmp_path / "o.tfrecord")],
+                                     options(max_seq_length=8))
+  s = metadata["statistics"]
+  assert s["instances"] == s["sentence_order_label_1"] == s["random_partner"] >= 100
+  assert (f"sentence-order labels are unbalanced: 0 of {s['instances']} instances have label "
+          f"0 and {s['instances']} label 1 ({s['instances']} with B from a random "
+          "document)") in caplog.text
+  assert "--max_seq_length=8 a chunk holds 5 tokens" in caplog.text
+  # Balanced labels, or too few instances to tell, are not reported.
+  assert options().sentence_order_warning({"instances": 1000,
+                                           "sentence_order_label_1": 550}) is None
+  assert options().sentence_order_warning({"instances": 99,
+                                           "sentence_order_label_1": 99}) is None
 
 
 def test_blocks_stream_documents_lazily():

@@ -9,7 +9,9 @@ Streaming and parallel, with the original's statistics (SPEC.md "Instance creati
   by (random_seed, block, dupe pass, document), and the block's instances are shuffled with
   their own seeded RNG — so the output is the same for any number of workers;
 - results are written in block order, round-robin across shards, under temporary names that
-  are renamed into place only when everything succeeded, followed by a JSON of counts and flags.
+  are renamed into place only when everything succeeded, followed by a JSON of counts and flags
+  (`statistics.dropped_tokens`: the documents' tokens that none of their instances holds,
+  over all dupe passes; most are cut by truncation to max_seq_length - 3).
 """
 
 import collections
@@ -61,8 +63,14 @@ class CreationOptions:
     if not self.spm_model_file and not self.vocab_file:
       raise ValueError("one of --spm_model_file (SentencePiece) or --vocab_file (WordPiece) "
                        "is required")
+    # The original's instances hold max_seq_length - 3 tokens besides [CLS] A [SEP] B [SEP]:
+    # two segments need at least 2 (one each), and its short target is drawn from
+    # [2, max_seq_length - 3]. Below 5 no instance can have two segments (the original
+    # fails in that draw); from 5 on, chunks of short sentences can (see
+    # sentence_order_warning for what long sentences do at small lengths).
     if self.max_seq_length < 5:
-      fail("max_seq_length", "must be at least 5 ([CLS] A [SEP] B [SEP])")
+      fail("max_seq_length", "must be at least 5: [CLS] A [SEP] B [SEP] with one token in "
+           "each segment (max_seq_length - 3 >= 2)")
     if self.max_predictions_per_seq < 1:
       fail("max_predictions_per_seq", "must be at least 1")
     if not 0.0 <= self.masked_lm_prob <= 1.0:
@@ -88,6 +96,28 @@ class CreationOptions:
               f"--max_seq_length={self.max_seq_length}: full-length instances will mask only "
               f"{self.max_predictions_per_seq / self.max_seq_length:.3f} of their tokens")
     return None
+
+  def sentence_order_warning(self, statistics):
+    """A message when one sentence-order label is under 10% of at least 100 instances.
+
+    A chunk is full once it reaches max_seq_length - 3 tokens; a chunk of one sentence takes
+    B from a random document, with label 1. When most sentences are that long, few chunks
+    hold two sentences to keep or swap, and label 0 all but vanishes.
+    """
+    instances = statistics.get("instances", 0)
+    label_1 = statistics.get("sentence_order_label_1", 0)
+    random_partner = statistics.get("random_partner", 0)
+    if instances < 100 or min(label_1, instances - label_1) >= 0.1 * instances:
+      return None
+    message = (f"sentence-order labels are unbalanced: {instances - label_1} of {instances} "
+               f"instances have label 0 and {label_1} label 1 ({random_partner} with B from a "
+               "random document)")
+    if random_partner >= 0.5 * instances:
+      message += (f"; at --max_seq_length={self.max_seq_length} a chunk holds "
+                  f"{self.max_seq_length - 3} tokens, so most sentences fill one alone and "
+                  "get a random partner. A longer --max_seq_length (or shorter lines) gives "
+                  "chunks of two or more sentences to keep or swap")
+    return message
 
 
 def expand_input_files(patterns):
@@ -121,7 +151,11 @@ class ReadReport:
   lines: int = 0
   bad_lines: int = 0
   split_documents: int = 0
+  long_lines: int = 0
   empty_files: list = dataclasses.field(default_factory=list)
+  # Document number -> (path, line number, bytes, lines) of documents that end in a line of
+  # at least 8 blocks, until the driver hands them to the block's worker.
+  pending_long_lines: dict = dataclasses.field(default_factory=dict)
 
 
 def iter_documents(input_files, options, report):
@@ -129,11 +163,13 @@ def iter_documents(input_files, options, report):
 
   Lines that do not decode are reported with file and line number and skipped (or fatal with
   `strict`); CRLF endings and a UTF-8 byte-order mark are handled. A document longer than
-  8 blocks is cut into parts, so no single document can exhaust memory.
+  8 blocks is cut into parts at a line end, so no single document can exhaust memory; a line
+  that long is one sentence and stays whole (`report.pending_long_lines` notes it).
   """
   for path in input_files:
     report.files += 1
     document, document_bytes = [], 0
+    cut_at = None  # line where a long document was cut: a split if the document goes on
     max_document_bytes = 8 * options.block_bytes
     documents_before = report.documents
     with open(path, "rb") as f:
@@ -153,22 +189,31 @@ def iter_documents(input_files, options, report):
             logger.warning("%s; line skipped", message)
           continue
         if line.strip():
+          if cut_at is not None:
+            if report.split_documents == 0:
+              logger.warning("%s:%d: document longer than %d bytes is split into parts "
+                             "here", path, cut_at, max_document_bytes)
+            report.split_documents += 1
+            cut_at = None
           document.append(line)
           document_bytes += len(raw)
           report.lines += 1
           if document_bytes >= max_document_bytes:
             # Bounded memory: a document with no blank line for megabytes is cut in parts.
-            if report.split_documents == 0:
-              logger.warning("%s:%d: document longer than %d bytes is split into parts",
-                             path, line_number, max_document_bytes)
-            report.split_documents += 1
+            if len(raw) >= max_document_bytes:
+              report.long_lines += 1
+              report.pending_long_lines[report.documents] = (path, line_number, len(raw),
+                                                             len(document))
             report.documents += 1
             yield document
             document, document_bytes = [], 0
-        elif document:
-          report.documents += 1
-          yield document
-          document, document_bytes = [], 0
+            cut_at = line_number
+        else:
+          cut_at = None
+          if document:
+            report.documents += 1
+            yield document
+            document, document_bytes = [], 0
     if document:
       report.documents += 1
       yield document
@@ -213,17 +258,29 @@ def _init_worker(options):
                  instance_options=instance_options)
 
 
-def process_block(block_index, block):
-  """Tokenizes one block of documents and returns (serialized records, statistics)."""
+def process_block(block_index, block, long_lines=None):
+  """Tokenizes one block of documents and returns (serialized records, statistics, long-line
+  reports).
+
+  `long_lines` maps a document's index in the block to (path, line number, bytes, lines) of
+  the overlong line that ends it; its report says how many of the document's tokens its
+  instances keep and how many are dropped, over all dupe passes.
+  """
   options, tokenizer = _WORKER["options"], _WORKER["tokenizer"]
   masking, instance_options = _WORKER["masking"], _WORKER["instance_options"]
+  long_lines = long_lines or {}
   lines = [line for document in block for line in document]
   ids = tokenizer.encode_ids(lines)
-  documents, k = [], 0
-  for document in block:
+  documents, reports, k = [], {}, 0
+  for block_document, document in enumerate(block):
     sentences = [s for s in ids[k:k + len(document)] if s]
     k += len(document)
     if sentences:
+      if block_document in long_lines:
+        path, line, size, num_lines = long_lines[block_document]
+        reports[len(documents)] = dict(path=path, line=line, bytes=size, lines=num_lines,
+                                       tokens=sum(len(s) for s in sentences), instances=0,
+                                       dropped=0)
       documents.append(sentences)
   stats = collections.Counter(documents=len(documents),
                               sentences=sum(len(d) for d in documents),
@@ -234,8 +291,13 @@ def process_block(block_index, block):
   for dupe in range(options.dupe_factor):
     for index, document in enumerate(documents):
       rng = random.Random(f"{seed}/{block_index}/{dupe}/{index}")
-      instances.extend(create_instances(document, index, documents, rng, instance_options,
-                                        masking, instance_stats))
+      dropped_before = instance_stats.get("dropped_tokens", 0)
+      created = create_instances(document, index, documents, rng, instance_options, masking,
+                                 instance_stats)
+      instances.extend(created)
+      if index in reports:
+        reports[index]["instances"] += len(created)
+        reports[index]["dropped"] += instance_stats.get("dropped_tokens", 0) - dropped_before
   random.Random(f"{seed}/{block_index}/shuffle").shuffle(instances)
   serialized = []
   for instance in instances:
@@ -247,13 +309,15 @@ def process_block(block_index, block):
     stats["instance_tokens"] += len(instance.input_ids)
     if len(instance.masked_lm_positions) < num_to_predict(len(instance.input_ids), masking):
       stats["under_budget_instances"] += 1
-  for key in ("single_sentence_skipped", "random_partner"):
+  for key in ("single_sentence_skipped", "random_partner", "dropped_tokens"):
     stats[key] = instance_stats.get(key, 0)
   for n, count in enumerate(instance_stats.get("span_counts", []), start=1):
     stats[f"masked_ngram_{n}"] = count
   for n, count in enumerate(instance_stats.get("drawn_counts", []), start=1):
     stats[f"drawn_ngram_{n}"] = count
-  return serialized, dict(stats)
+  for report in reports.values():
+    report["kept"] = report["tokens"] * options.dupe_factor - report["dropped"]
+  return serialized, dict(stats), list(reports.values())
 
 
 # --- driver ------------------------------------------------------------------------------------
@@ -277,18 +341,42 @@ class _Progress:
                 report.bytes_read / 1e6, self.total_bytes / 1e6, rate / 1e6, max(eta, 0.0))
 
 
+def _with_long_lines(blocks, report):
+  """(block, {document index in the block: where its overlong last line is}) per block."""
+  first = 0
+  for block in blocks:
+    end = first + len(block)
+    # The reader has read every document of the block by now, so their notes are in.
+    notes = {n - first: report.pending_long_lines.pop(n)
+             for n in sorted(report.pending_long_lines) if n < end}
+    yield block, notes
+    first = end
+
+
+def _log_long_line(report, dupe_factor):
+  passes = f" over {dupe_factor} dupe passes" if dupe_factor > 1 else ""
+  lines = f"{report['lines']} line" + ("s" if report["lines"] > 1 else "")
+  logger.warning(
+      "%s:%d: a line of %d bytes is one sentence and is not split into parts (documents are "
+      "cut only between lines); the document ending there (%s, %d tokens) gave %d instances "
+      "that keep %d tokens%s; %d tokens dropped", report["path"], report["line"],
+      report["bytes"], lines, report["tokens"], report["instances"], report["kept"], passes,
+      report["dropped"])
+
+
 def _results_in_order(blocks, options, workers):
-  """(block results) in block order; at most 2 blocks per worker in flight."""
+  """(block results) in block order; at most 2 blocks per worker in flight. `blocks` yields
+  (block, long-line notes)."""
   if workers == 1:
     _init_worker(options)
-    for index, block in enumerate(blocks):
-      yield process_block(index, block)
+    for index, (block, notes) in enumerate(blocks):
+      yield process_block(index, block, notes)
     return
   context = multiprocessing.get_context("spawn")  # no inherited TensorFlow state in workers
   with context.Pool(workers, initializer=_init_worker, initargs=(options,)) as pool:
     pending = collections.deque()
-    for index, block in enumerate(blocks):
-      pending.append(pool.apply_async(process_block, (index, block)))
+    for index, (block, notes) in enumerate(blocks):
+      pending.append(pool.apply_async(process_block, (index, block, notes)))
       if len(pending) >= 2 * workers:
         yield pending.popleft().get()
     while pending:
@@ -318,10 +406,13 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
   progress = _Progress(sum(os.path.getsize(p) for p in input_files))
   writer = records.AtomicShardWriter(output_files)
   try:
-    blocks = iter_blocks(iter_documents(input_files, options, report), options.block_bytes)
-    for serialized, stats in _results_in_order(blocks, options, workers):
+    blocks = _with_long_lines(
+        iter_blocks(iter_documents(input_files, options, report), options.block_bytes), report)
+    for serialized, stats, long_lines in _results_in_order(blocks, options, workers):
       writer.write(serialized)
       totals.update(stats)
+      for long_line in long_lines:
+        _log_long_line(long_line, options.dupe_factor)
       progress.update(report, totals["instances"])
     if totals["instances"] == 0:
       raise ValueError(f"no instances: the input ({len(input_files)} files) holds no "
@@ -343,7 +434,7 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
       "max_predictions_per_seq": options.max_predictions_per_seq,
       "read": {"files": report.files, "bytes": report.bytes_read, "lines": report.lines,
                "documents": report.documents, "bad_lines": report.bad_lines,
-               "split_documents": report.split_documents,
+               "split_documents": report.split_documents, "long_lines": report.long_lines,
                "empty_files": report.empty_files},
       "statistics": {k: totals[k] for k in sorted(totals)},
       "elapsed_seconds": round(elapsed, 3),
@@ -362,4 +453,14 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
   if report.bad_lines:
     logger.warning("skipped %d lines that were not valid %s", report.bad_lines,
                    options.input_encoding)
+  if totals["dropped_tokens"]:
+    passed = totals["tokens"] * options.dupe_factor
+    logger.info("%d of the %d document tokens of %d dupe passes (%.1f%%) are in no instance "
+                "(cut to fit --max_seq_length=%d%s)", totals["dropped_tokens"], passed,
+                options.dupe_factor, 100.0 * totals["dropped_tokens"] / max(passed, 1),
+                options.max_seq_length,
+                ", or a lone last sentence under --pure_sop" if options.pure_sop else "")
+  warning = options.sentence_order_warning(totals)
+  if warning:
+    logger.warning(warning)
   return metadata

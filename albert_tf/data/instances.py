@@ -52,8 +52,10 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
   documents that includes this one at `document_index`).
 
   `stats` (optional dict) counts `random_partner` instances (B from another document),
-  `single_sentence_skipped` under `pure_sop`, and n-gram lengths under `span_counts`
-  (masked) and `drawn_counts` (drawn with all lengths available).
+  `single_sentence_skipped` under `pure_sop`, `dropped_tokens` (this document's tokens that
+  none of its instances holds: cut by truncation, or a lone last sentence skipped under
+  `pure_sop`; a random partner's tokens are not this document's), and n-gram lengths under
+  `span_counts` (masked) and `drawn_counts` (drawn with all lengths available).
   """
   max_num_tokens = options.max_seq_length - 3
   target = max_num_tokens
@@ -82,13 +84,15 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
       if options.pure_sop and len(chunk) == 1:
         if stats is not None:
           stats["single_sentence_skipped"] = stats.get("single_sentence_skipped", 0) + 1
+          stats["dropped_tokens"] = stats.get("dropped_tokens", 0) + chunk_length
         break
       a_end = 1
       if len(chunk) >= 2:
         a_end = rng.randint(1, len(chunk) - 1)
       tokens_a = [t for s in chunk[:a_end] for t in s]
       tokens_b = []
-      if len(chunk) == 1 or (options.random_next_sentence and rng.random() < 0.5):
+      random_partner = len(chunk) == 1 or (options.random_next_sentence and rng.random() < 0.5)
+      if random_partner:
         label = 1
         if stats is not None:
           stats["random_partner"] = stats.get("random_partner", 0) + 1
@@ -112,7 +116,11 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
       else:
         label = 0
         tokens_b = [t for s in chunk[a_end:] for t in s]
+      own = len(tokens_a) if random_partner else len(tokens_a) + len(tokens_b)
       tokens_a, tokens_b = truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
+      if stats is not None:
+        kept = len(tokens_a) if random_partner else len(tokens_a) + len(tokens_b)
+        stats["dropped_tokens"] = stats.get("dropped_tokens", 0) + own - kept
       ids = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]
       segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
       output, positions, labels, boundary = ngram_mask(ids, rng, masking, span_counts,
