@@ -36,6 +36,14 @@ class LoadReport:
   unused: list  # in the checkpoint, not in the model
   missing: list  # in the model, not in the checkpoint (left as initialised)
   skipped: list  # optimizer slots and global_step
+  # The model's variables that received a value: unlike the names, the same whatever the
+  # checkpoint's naming scheme (TF1, native, SavedModel).
+  assigned: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+
+  def restored(self, variables):
+    """Whether every one of the model's `variables` (e.g. a head's) was loaded."""
+    assigned = {v.ref() for v in self.assigned}
+    return bool(variables) and all(v.ref() in assigned for v in variables)
 
   def summary(self):
     lines = [f"Loaded {len(self.loaded)} variables from {self.format} checkpoint {self.path}"]
@@ -272,7 +280,8 @@ def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
   for name in loaded:
     targets[name].assign(reader.get_tensor(available[sources[name]]))
   unused = sorted(set(available) - set(sources.values()))
-  return LoadReport(prefix, "tf1", loaded, unused, missing, skipped)
+  return LoadReport(prefix, "tf1", loaded, unused, missing, skipped,
+                    [targets[n] for n in loaded])
 
 
 def _load_saved_model(model, path):
@@ -291,7 +300,8 @@ def _load_saved_model(model, path):
   for name in loaded_names:
     targets[name].assign(sources[matched[name]])
   unused = sorted(set(shapes) - set(matched.values()))
-  return LoadReport(path, "savedmodel", loaded_names, unused, missing, [])
+  return LoadReport(path, "savedmodel", loaded_names, unused, missing, [],
+                    [targets[n] for n in loaded_names])
 
 
 def _native_variable_keys(checkpoint):
@@ -328,7 +338,8 @@ def _load_native(model, reader, shapes, prefix, init_from_group0=False):
   state = {n for n in variables
            if ".OPTIMIZER_SLOT/" in n or n.split("/")[0] in ("optimizer", "save_counter")}
   unused = sorted(set(variables) - set(sources.values()) - state)
-  return LoadReport(prefix, "native", sorted(loaded), unused, sorted(missing), sorted(state))
+  return LoadReport(prefix, "native", sorted(loaded), unused, sorted(missing), sorted(state),
+                    [targets[k] for k in loaded])
 
 
 def save_tf1_checkpoint(model, path, global_step=None):

@@ -10,8 +10,10 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
+from albert_tf.checkpoints import native_checkpoint
+from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
-from conftest import ROOT
+from conftest import ROOT, SHARED_DATA
 
 SEQ = 16
 
@@ -150,7 +152,6 @@ def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_ano
   assert ran.returncode == 0 and "Result for output key top_tokens" in ran.stdout, ran.stderr
   # What the script runs, in-process (the script's error path is the one above's
   # except-clause): a checkpoint of another shape fails before anything is written.
-  from albert_tf.export.bundle import export_bundle  # pylint: disable=g-import-not-at-top
   model.config.replace(intermediate_size=48).to_json_file(config)
   with pytest.raises(ValueError, match="shape mismatch"):
     export_bundle(str(config), str(folder / "tf1" / "model.ckpt"), str(tmp_path / "bad"),
@@ -204,3 +205,47 @@ def test_a_bfloat16_model_exports_float32_outputs_close_to_float32(exported, tmp
     assert got[name].dtype == tf.float32, name
   np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=0.1)
   np.testing.assert_allclose(got["mlm_logits"], want["mlm_logits"], atol=0.1)
+
+
+SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
+
+
+@pytest.fixture(scope="module")
+def native_bundle(exported):
+  """The bundle exported from our own pretraining checkpoint (as run_pretraining.py writes it)
+  of the `exported` model."""
+  model, _, folder = exported
+  config = str(folder / "config.json")
+  model.config.to_json_file(config)
+  pretraining = str(folder / "pretraining")
+  tf.train.CheckpointManager(native_checkpoint(model), pretraining, max_to_keep=1).save()
+  paths = export_bundle(config, pretraining, str(folder / "bundles" / "full"),
+                        spm_model_file=SPM, max_seq_length=SEQ)
+  return paths, config
+
+
+def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm(
+    exported, native_bundle):
+  import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops for loading)
+  from albert_tf.export.task_models import encode_with_masks_python
+  from albert_tf.tokenization import FullTokenizer
+  model, _, folder = exported
+  paths, _ = native_bundle
+  full = folder / "bundles" / "full"
+  assert paths == {name: str(full / name) for name in ("encoder", "preprocessing", "fill_mask")}
+  assert sorted(p.name for p in (folder / "bundles").iterdir()) == ["full"]  # no temp folder
+  text = "the [MASK] sat on the [MASK]"
+  out = tf.saved_model.load(paths["fill_mask"]).signatures["serving_default"](
+      text=tf.constant([text]))
+  tokenizer = FullTokenizer(spm_model_file=SPM)
+  ids = [tokenizer.cls_id] + encode_with_masks_python(tokenizer, text) + [tokenizer.sep_id]
+  positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+  pad = [0] * (SEQ - len(ids))
+  logits = model({"input_word_ids": tf.constant([ids + pad]),
+                  "input_mask": tf.constant([[1] * len(ids) + pad]),
+                  "input_type_ids": tf.zeros([1, SEQ], tf.int32),
+                  "masked_lm_positions": tf.constant([positions])}, training=False)["mlm_logits"]
+  scores, top = tf.math.top_k(tf.nn.softmax(logits[0]), 5)
+  assert out["masked_positions"][0, :len(positions)].numpy().tolist() == positions
+  np.testing.assert_array_equal(out["top_ids"][0, :len(positions)], top)
+  np.testing.assert_allclose(out["top_scores"][0, :len(positions)], scores, atol=1e-5)

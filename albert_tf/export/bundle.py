@@ -41,7 +41,7 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
                  max_seq_length=max_seq_length)
     paths["preprocessing"] = save_preprocessing_model(os.path.join(export_dir, "preprocessing"),
                                                       **vocab)
-    if any(name.startswith("cls/predictions") for name in report.loaded):
+    if report.restored(model.masked_lm.variables):
       paths["fill_mask"] = export_fill_mask(model, os.path.join(export_dir, "fill_mask"),
                                             **vocab)
     else:
