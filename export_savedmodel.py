@@ -4,10 +4,17 @@
       --checkpoint=albert_base/model.ckpt-best --spm_model_file=albert_base/30k-clean.model \
       --export_dir=exported/albert_base --max_seq_length=128 --tflite
 
-Writes export_dir/encoder (TF-Hub-style encoder: serving_default and mlm signatures),
-export_dir/preprocessing (raw strings -> input_word_ids/input_mask/input_type_ids, tokenized
-in-graph) and, with --tflite, export_dir/encoder.tflite. --jit_compile compiles the encoder's
-signatures with XLA (see albert_tf/export/encoder.py).
+Writes export_dir/encoder (TF-Hub-style encoder: serving_default and mlm signatures); with a
+vocabulary (--spm_model_file or --vocab_file), export_dir/preprocessing (raw strings ->
+input_word_ids/input_mask/input_type_ids, tokenized in-graph) and, when the checkpoint holds
+the MLM head (a pretraining checkpoint, ours or the original's), export_dir/fill_mask (text
+with [MASK]s -> top tokens); with --tflite, export_dir/encoder.tflite. --jit_compile compiles
+the encoder's signatures with XLA (see albert_tf/export/encoder.py).
+
+export_dir is replaced as a whole, atomically: the bundle is written into a sibling
+`<export_dir>.tmp-export-<pid>` and renamed into place, so nothing of a previous export stays
+beside the new models, and a failed or killed export leaves the previous bundle untouched (the
+next export removes the temporary folder it left).
 """
 
 import logging

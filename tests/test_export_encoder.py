@@ -1,6 +1,8 @@
 """The encoder SavedModel: signatures, equality with the checkpoint, hub fine-tuning, TFLite."""
 
+import logging
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -213,7 +215,8 @@ SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
 @pytest.fixture(scope="module")
 def native_bundle(exported):
   """The bundle exported from our own pretraining checkpoint (as run_pretraining.py writes it)
-  of the `exported` model."""
+  of the `exported` model, and a fine-tuned classifier's checkpoint (no MLM head)."""
+  from albert_tf.modeling.classifier import AlbertClassifier
   model, _, folder = exported
   config = str(folder / "config.json")
   model.config.to_json_file(config)
@@ -221,7 +224,15 @@ def native_bundle(exported):
   tf.train.CheckpointManager(native_checkpoint(model), pretraining, max_to_keep=1).save()
   paths = export_bundle(config, pretraining, str(folder / "bundles" / "full"),
                         spm_model_file=SPM, max_seq_length=SEQ)
-  return paths, config
+  classifier = native_checkpoint(AlbertClassifier(model.config, num_labels=2)).write(
+      str(folder / "classifier" / "ckpt"))
+  return paths, config, classifier
+
+
+def files(folder):
+  """{relative path: bytes} of every file under `folder`."""
+  return {str(p.relative_to(folder)): p.read_bytes()
+          for p in sorted(pathlib.Path(folder).rglob("*")) if p.is_file()}
 
 
 def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm(
@@ -230,7 +241,7 @@ def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm
   from albert_tf.export.task_models import encode_with_masks_python
   from albert_tf.tokenization import FullTokenizer
   model, _, folder = exported
-  paths, _ = native_bundle
+  paths, _, _ = native_bundle
   full = folder / "bundles" / "full"
   assert paths == {name: str(full / name) for name in ("encoder", "preprocessing", "fill_mask")}
   assert sorted(p.name for p in (folder / "bundles").iterdir()) == ["full"]  # no temp folder
@@ -249,3 +260,55 @@ def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm
   assert out["masked_positions"][0, :len(positions)].numpy().tolist() == positions
   np.testing.assert_array_equal(out["top_ids"][0, :len(positions)], top)
   np.testing.assert_allclose(out["top_scores"][0, :len(positions)], scores, atol=1e-5)
+
+
+def dead_pid():
+  process = subprocess.Popen(["true"])
+  process.wait()
+  return process.pid
+
+
+def test_reexporting_replaces_the_whole_bundle_and_removes_a_killed_exports_leftovers(
+    exported, native_bundle, tmp_path, caplog):
+  paths, config, classifier = native_bundle
+  out = tmp_path / "out"
+  shutil.copytree(pathlib.Path(paths["encoder"]).parent, out)
+  (out / "encoder.tflite").write_bytes(b"the previous model's")
+  pid = dead_pid()
+  for leftover in (f"out.tmp-export-{pid}", f"out.old-export-{pid}"):
+    (tmp_path / leftover / "encoder").mkdir(parents=True)
+  (tmp_path / "out-v2").mkdir()  # not ours: stays
+  with caplog.at_level(logging.INFO):
+    got = export_bundle(config, classifier, str(out), spm_model_file=SPM, max_seq_length=SEQ)
+  assert "the checkpoint has no MLM head: no fill_mask model" in caplog.text
+  assert f"exported encoder: {out / 'encoder'}" in caplog.text
+  assert got == {"encoder": str(out / "encoder"), "preprocessing": str(out / "preprocessing")}
+  # No stale fill_mask/ or encoder.tflite of the previous model beside the new encoder.
+  assert sorted(p.name for p in out.iterdir()) == ["encoder", "preprocessing"]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out-v2"]
+  from albert_tf.modeling.classifier import AlbertClassifier
+  new = AlbertClassifier(exported[0].config, num_labels=2)
+  load_checkpoint(new, classifier)
+  x = inputs(seed=6)
+  np.testing.assert_allclose(
+      tf.saved_model.load(got["encoder"]).signatures["serving_default"](**x)["pooled_output"],
+      new.encoder(x, training=False)["pooled_output"], atol=1e-5)
+
+
+def test_a_failed_export_leaves_the_previous_bundle_byte_identical(native_bundle, tmp_path,
+                                                                   monkeypatch):
+  from albert_tf.export import preprocessing
+  paths, config, classifier = native_bundle
+  out = tmp_path / "out"
+  shutil.copytree(pathlib.Path(paths["encoder"]).parent, out)
+  before = files(out)
+
+  def fail(*args, **kwargs):
+    raise OSError("No space left on device")
+
+  # Fails after the new encoder is written: the old code had overwritten the previous one.
+  monkeypatch.setattr(preprocessing, "save_preprocessing_model", fail)
+  with pytest.raises(OSError, match="No space left"):
+    export_bundle(config, classifier, str(out), spm_model_file=SPM, max_seq_length=SEQ)
+  assert files(out) == before
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

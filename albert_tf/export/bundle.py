@@ -2,6 +2,8 @@
 
 import logging
 import os
+import re
+import shutil
 
 from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
@@ -9,6 +11,10 @@ from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 
 logger = logging.getLogger(__name__)
+
+# Siblings of export_dir while it is being replaced: `<export_dir>.tmp-export-<pid>` (the new
+# bundle being written) and `<export_dir>.old-export-<pid>` (the previous one, moved aside).
+_SIBLING = re.compile(r"\.(tmp|old)-export-(\d+)$")
 
 
 def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=None,
@@ -21,18 +27,46 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   a checkpoint of another shape is an error naming both variables, before anything is written.
   `jit_compile`: the encoder's signatures as XLA clusters (`export_encoder`); the preprocessing
   and fill_mask models (string ops, which XLA cannot compile) stay plain graphs.
+
+  `export_dir` is replaced as a whole: the bundle is written into a sibling temporary folder
+  and renamed into place, so no model of a previous export survives beside the new ones, and
+  a failed or killed export leaves the previous bundle as it was.
   """
   config = AlbertConfig.from_json_file(albert_config_file)
   if max_seq_length > config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={max_seq_length} exceeds the config's "
                      f"max_position_embeddings={config.max_position_embeddings}")
+  export_dir = os.path.normpath(os.fspath(export_dir))
+  if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+    raise NotADirectoryError(f"--export_dir={export_dir} exists and is not a directory")
+  # Through a symlink, the link's target is replaced and the link stays.
+  target = os.path.realpath(export_dir)
   model = AlbertPretrainer(config)
   report = load_checkpoint(model, checkpoint)
   if report.missing:
     logger.warning("not in the checkpoint (left as initialised): %s", report.missing)
-  os.makedirs(export_dir, exist_ok=True)
+  _remove_leftovers(target)
+  tmp_dir = f"{target}.tmp-export-{os.getpid()}"
+  try:
+    written = _write_bundle(model, report.restored(model.masked_lm.variables), tmp_dir,
+                            spm_model_file, vocab_file, do_lower_case, max_seq_length, tflite,
+                            jit_compile)
+    _replace(tmp_dir, target)
+  except BaseException:  # KeyboardInterrupt too: never leave a half-written bundle behind
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    raise
+  paths = {name: os.path.join(export_dir, os.path.relpath(path, tmp_dir))
+           for name, path in written.items()}
+  for name, path in paths.items():
+    logger.info("exported %s: %s", name, path)
+  return paths
+
+
+def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, do_lower_case,
+                  max_seq_length, tflite, jit_compile):
+  os.makedirs(export_dir)
   paths = {"encoder": export_encoder(model, os.path.join(export_dir, "encoder"),
-                                jit_compile=jit_compile)}
+                                     jit_compile=jit_compile)}
   if spm_model_file or vocab_file:
     from albert_tf.export.preprocessing import save_preprocessing_model  # pylint: disable=g-import-not-at-top
     from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
@@ -41,7 +75,7 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
                  max_seq_length=max_seq_length)
     paths["preprocessing"] = save_preprocessing_model(os.path.join(export_dir, "preprocessing"),
                                                       **vocab)
-    if report.restored(model.masked_lm.variables):
+    if has_mlm_head:
       paths["fill_mask"] = export_fill_mask(model, os.path.join(export_dir, "fill_mask"),
                                             **vocab)
     else:
@@ -49,8 +83,50 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   if tflite:
     path = os.path.join(export_dir, "encoder.tflite")
     size = export_tflite(paths["encoder"], path, max_seq_length=max_seq_length)
-    logger.info("TFLite encoder: %s (%.1f MB)", path, size / 1e6)
+    logger.info("TFLite encoder: %.1f MB", size / 1e6)
     paths["tflite"] = path
-  for name, path in paths.items():
-    logger.info("exported %s: %s", name, path)
   return paths
+
+
+def _replace(new_dir, export_dir):
+  """Renames `new_dir` to `export_dir`, removing the previous `export_dir` if any."""
+  if not os.path.exists(export_dir):
+    os.rename(new_dir, export_dir)
+    return
+  # A directory cannot be renamed over a non-empty one: move the old one aside first. Only a
+  # kill between the two renames leaves no export_dir (both bundles stay, as siblings).
+  old_dir = f"{export_dir}.old-export-{os.getpid()}"
+  os.rename(export_dir, old_dir)
+  try:
+    os.rename(new_dir, export_dir)
+  except BaseException:
+    os.rename(old_dir, export_dir)
+    raise
+  shutil.rmtree(old_dir, ignore_errors=True)
+
+
+def _remove_leftovers(export_dir):
+  """Removes the temporary siblings of export_dir left by killed exports (of this process or
+  of one no longer running; a running one's are its own business)."""
+  parent, name = os.path.split(export_dir)
+  parent = parent or os.curdir
+  if not os.path.isdir(parent):
+    return
+  for entry in os.listdir(parent):
+    match = _SIBLING.search(entry)
+    if (match and entry[:match.start()] == name
+        and not _is_other_running_process(int(match.group(2)))):
+      logger.info("removing %s, left by an interrupted export", os.path.join(parent, entry))
+      shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+
+
+def _is_other_running_process(pid):
+  if pid == os.getpid():
+    return False
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's process
+    return True
+  return True
