@@ -312,3 +312,16 @@ def test_a_failed_export_leaves_the_previous_bundle_byte_identical(native_bundle
     export_bundle(config, classifier, str(out), spm_model_file=SPM, max_seq_length=SEQ)
   assert files(out) == before
   assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_an_export_dir_holding_other_files_is_refused_and_left_as_it_was(native_bundle,
+                                                                        tmp_path):
+  paths, config, classifier = native_bundle
+  out = tmp_path / "run"  # e.g. a training output_dir given by mistake
+  shutil.copytree(pathlib.Path(paths["encoder"]).parent, out)
+  (out / "ckpt-10.index").write_bytes(b"a checkpoint")
+  before = files(out)
+  with pytest.raises(FileExistsError, match=r"--export_dir=.*run holds files that are not an "
+                                            r"exported bundle \(ckpt-10.index\)"):
+    export_bundle(config, classifier, str(out), spm_model_file=SPM, max_seq_length=SEQ)
+  assert files(out) == before

@@ -15,6 +15,8 @@ logger = logging.getLogger(__name__)
 # Siblings of export_dir while it is being replaced: `<export_dir>.tmp-export-<pid>` (the new
 # bundle being written) and `<export_dir>.old-export-<pid>` (the previous one, moved aside).
 _SIBLING = re.compile(r"\.(tmp|old)-export-(\d+)$")
+# What an export writes into export_dir; a folder holding anything else is not replaced.
+BUNDLE_ENTRIES = ("encoder", "preprocessing", "fill_mask", "encoder.tflite")
 
 
 def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=None,
@@ -39,6 +41,13 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   export_dir = os.path.normpath(os.fspath(export_dir))
   if os.path.exists(export_dir) and not os.path.isdir(export_dir):
     raise NotADirectoryError(f"--export_dir={export_dir} exists and is not a directory")
+  if os.path.isdir(export_dir):
+    foreign = sorted(set(os.listdir(export_dir)) - set(BUNDLE_ENTRIES))
+    if foreign:  # Replacing the folder would delete them: never lose what export did not write.
+      raise FileExistsError(
+          f"--export_dir={export_dir} holds files that are not an exported bundle "
+          f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); the export "
+          "replaces the whole folder, so give it a new or bundle-only folder")
   # Through a symlink, the link's target is replaced and the link stays.
   target = os.path.realpath(export_dir)
   model = AlbertPretrainer(config)
