@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from albert_tf import guards
 from albert_tf import tokenization
 from albert_tf.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
 from albert_tf.config import AlbertConfig
@@ -93,7 +94,7 @@ class FineTuner:
     if self.tokenizer.vocab_size != self.config.vocab_size:
       raise ValueError(f"the tokenizer has {self.tokenizer.vocab_size} entries but "
                        f"{o.albert_config_file} says vocab_size={self.config.vocab_size}")
-    tf.io.gfile.makedirs(o.output_dir)
+    guards.check_writable(o.output_dir)
     if o.seed is not None:  # Initial weights, dropout and shuffling repeat run to run.
       tf_keras.utils.set_random_seed(o.seed)
     with self.strategy.scope():
@@ -117,6 +118,11 @@ class FineTuner:
     """float32 [per-replica batch] losses of `batch` in training mode."""
     raise NotImplementedError
 
+  def model_flags(self):
+    """The flags besides albert_config.json that shape the model's variables (saved with
+    the run and checked on resume)."""
+    return {}
+
   @property
   def global_step(self):
     return int(self.optimizer.iterations.numpy())
@@ -124,6 +130,10 @@ class FineTuner:
   def restore_or_initialize(self):
     """Resumes from the output folder's latest checkpoint, else loads the starting weights."""
     latest = self.manager.latest_checkpoint
+    guards.remove_stale_temp_checkpoints(self.options.output_dir)
+    guards.check_run_config(self.options.output_dir, self.config,
+                            self.options.albert_config_file, resuming=latest is not None,
+                            model_flags=self.model_flags())
     if latest:
       status = self.checkpoint.restore(latest)
       status.assert_existing_objects_matched()
@@ -155,12 +165,22 @@ class FineTuner:
                              [tf.convert_to_tensor(g) for g, _ in pairs])
       optimizer.apply_gradients(zip(clip_gradients(grads), [v for _, v in pairs]),
                                 experimental_aggregate_gradients=False)
-      self.train_loss.update_state(ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss))
+      loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
+      self.train_loss.update_state(loss)
+      return loss
 
     @tf.function
     def train_loop(iterator, steps):
+      """Runs `steps` steps; returns -1, or the step count whose weights gave a non-finite
+      loss (the loop stops there)."""
+      nonfinite_state = tf.constant(-1, tf.int64)
       for _ in tf.range(steps):
-        self.strategy.run(replica_step, args=(next(iterator),))
+        state = tf.identity(optimizer.iterations)
+        loss = self.strategy.run(replica_step, args=(next(iterator),))
+        if not tf.math.is_finite(self.strategy.experimental_local_results(loss)[0]):
+          nonfinite_state = state
+          break
+      return nonfinite_state
     return train_loop
 
   def train(self, dataset, on_checkpoint=None):
@@ -177,16 +197,16 @@ class FineTuner:
       next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
       steps = min(o.iterations_per_loop, self.train_steps - step, next_save - step)
       self.train_loss.reset_state()
-      train_loop(iterator, tf.constant(steps, tf.int32))
+      nonfinite_state = int(train_loop(iterator, tf.constant(steps, tf.int32)))
       step, loss = self.global_step, float(self.train_loss.result())
-      if not math.isfinite(loss):
-        raise FloatingPointError(f"loss is {loss} at step {step}; the last good checkpoint is "
-                                 f"{self.manager.latest_checkpoint or 'none'}")
+      if nonfinite_state >= 0 or not math.isfinite(loss):
+        raise guards.nonfinite_error(
+            self.manager, nonfinite_state if nonfinite_state >= 0 else step - steps, loss)
       with writer.as_default(step=step):
         tf.summary.scalar("loss", loss)
         tf.summary.scalar("learning_rate", float(self.schedule(step)))
       if step % o.save_checkpoints_steps == 0 or step == self.train_steps:
-        saved = self.manager.save(checkpoint_number=step)
+        saved = guards.save_checkpoint(self.manager, step)
         if on_checkpoint is not None:
           on_checkpoint(saved)
       now = time.time()
@@ -214,6 +234,10 @@ class ClassifierRunner(FineTuner):
 
   def build_model(self):
     return AlbertClassifier(self.config, 1 if self.regression else len(self.labels))
+
+  def model_flags(self):
+    return {"task_name": self.options.task_name.lower(),
+            "num_labels": 1 if self.regression else len(self.labels)}
 
   # --- data ---------------------------------------------------------------------------------
   def _records(self, split):
@@ -275,6 +299,11 @@ class ClassifierRunner(FineTuner):
     _, path = self._records("dev")
     outputs, labels = self._predict(path, o.eval_batch_size)
     loss = float(np.mean(self._loss(tf.constant(outputs), tf.constant(labels)).numpy()))
+    if not (math.isfinite(loss) and np.isfinite(outputs).all()):
+      raise FloatingPointError(
+          f"eval loss is {loss} at step {self.global_step} "
+          f"({self.manager.latest_checkpoint or 'initial weights'}): the weights do not give "
+          "finite outputs; eval_results.txt not written")
     results = {"global_step": self.global_step, "loss": loss}
     results.update(compute_metrics(self.processor, outputs, labels))
     write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
@@ -340,10 +369,7 @@ class ClassifierRunner(FineTuner):
 
 
 def write_results(path, results):
-  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    for key in sorted(results):
-      f.write(f"{key} = {results[key]}\n")
-  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+  guards.write_text_atomically(path, "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
 
 
 def run_classifier(options, strategy=None):

@@ -111,6 +111,9 @@ class SquadRunner(FineTuner):
                        start_n_top=o.start_n_top, end_n_top=o.end_n_top,
                        dropout_rate=o.dropout_prob)
 
+  def model_flags(self):
+    return {"version_2_with_negative": bool(self.options.version_2_with_negative)}
+
   # --- features -----------------------------------------------------------------------------
   def _feature_file(self, examples, input_file, is_training):
     """The cached TFRecord of `examples`' features, built when missing or stale."""

@@ -16,10 +16,12 @@ import time
 import tensorflow as tf
 import tf_keras
 
+from albert_tf import guards
 from albert_tf.checkpoints import load_checkpoint, native_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pretraining_dataset import (check_pretraining_files, count_instances,
                                                 expand_file_patterns, pretraining_dataset)
+from albert_tf.data.records import feature_spec
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.transformer import set_recompute_grad
 from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
@@ -170,6 +172,9 @@ class Pretrainer:
   def restore_or_initialize(self):
     """Resumes from output_dir's latest checkpoint, else loads --init_checkpoint if given."""
     latest = self.manager.latest_checkpoint
+    guards.remove_stale_temp_checkpoints(self.write_dir)
+    guards.check_run_config(self.write_dir, self.config, self.options.albert_config_file,
+                            resuming=latest is not None)
     if latest:
       status = self.checkpoint.restore(latest)
       status.assert_existing_objects_matched()
@@ -229,11 +234,21 @@ class Pretrainer:
       metrics.loss.update_state(total_loss)
       optimizer.apply_gradients(zip(clip_gradients(total_grads), model.trainable_variables),
                                 experimental_aggregate_gradients=False)
+      return total_loss
 
     @tf.function
     def train_loop(iterator, steps):
+      """Runs `steps` steps; returns -1, or the step count whose weights gave a non-finite
+      loss (the loop stops there, so later steps cannot hide which state diverged)."""
+      nonfinite_state = tf.constant(-1, tf.int64)
       for _ in tf.range(steps):
-        self.strategy.run(replica_step, args=(next(iterator),))
+        state = tf.identity(optimizer.iterations)
+        loss = self.strategy.run(replica_step, args=(next(iterator),))
+        loss = self.strategy.experimental_local_results(loss)[0]
+        if not tf.math.is_finite(loss):
+          nonfinite_state = state
+          break
+      return nonfinite_state
     return train_loop
 
   def _make_eval_step(self):
@@ -253,6 +268,20 @@ class Pretrainer:
     def eval_step(iterator):
       self.strategy.run(replica_step, args=(next(iterator),))
     return eval_step
+
+  def _run_on_data(self, function, *args):
+    """`function(*args)`; a bad record in the input becomes an error naming its file."""
+    try:
+      return function(*args)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      if not guards.is_record_error(e):
+        raise
+      spec = feature_spec(self.options.max_seq_length, self.options.max_predictions_per_seq)
+      located = guards.locate_bad_record(self.files,
+                                         lambda batch: tf.io.parse_example(batch, spec), e)
+      if located is None:
+        raise
+      raise located from None
 
   # --- train and eval -----------------------------------------------------------------------
   def train(self, history=None):
@@ -282,14 +311,15 @@ class Pretrainer:
       next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
       steps = min(o.iterations_per_loop, o.num_train_steps - step, next_save - step)
       loop_start = time.time()
-      train_loop(iterator, tf.constant(steps, tf.int32))
+      nonfinite_state = int(self._run_on_data(train_loop, iterator,
+                                              tf.constant(steps, tf.int32)))
       step = self.global_step
       results = self.train_metrics.result()
       self.train_metrics.reset()
-      if not math.isfinite(results["loss"]):
-        raise FloatingPointError(
-            f"loss is {results['loss']} at step {step}; stopped without saving. The last good "
-            f"checkpoint is {self.manager.latest_checkpoint or 'none (nothing was saved)'}")
+      if nonfinite_state >= 0 or not math.isfinite(results["loss"]):
+        raise guards.nonfinite_error(self.manager,
+                                     nonfinite_state if nonfinite_state >= 0 else step - steps,
+                                     results["loss"])
       elapsed = time.time() - loop_start
       learning_rate = float(self.schedule(step))
       with writer.as_default(step=step):
@@ -300,7 +330,7 @@ class Pretrainer:
       if history is not None:
         history.append(dict(results, step=step, learning_rate=learning_rate))
       if step % o.save_checkpoints_steps == 0 or step == o.num_train_steps:
-        self.manager.save(checkpoint_number=step)
+        guards.save_checkpoint(self.manager, step)
       now = time.time()
       if now - last_log >= o.log_every_seconds or step == o.num_train_steps:
         last_log = now
@@ -322,7 +352,7 @@ class Pretrainer:
     steps = 0
     while steps < o.max_eval_steps:
       try:
-        eval_step(iterator)
+        self._run_on_data(eval_step, iterator)
       except (StopIteration, tf.errors.OutOfRangeError):
         break
       steps += 1
@@ -330,16 +360,18 @@ class Pretrainer:
       raise ValueError(f"no eval batch of {o.eval_batch_size}: the input has fewer records")
     results = self.eval_metrics.result()
     results["global_step"] = self.global_step
+    if not all(math.isfinite(results[key]) for key in EVAL_KEYS):
+      raise FloatingPointError(
+          f"eval loss is {results['loss']} at step {self.global_step} "
+          f"({self.manager.latest_checkpoint or 'initial weights'}): the weights do not give "
+          "finite outputs; eval_results.txt not written")
     writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "eval"))
     with writer.as_default(step=self.global_step):
       for key in EVAL_KEYS:
         tf.summary.scalar(key, results[key])
     writer.flush()
-    path = os.path.join(self.write_dir, "eval_results.txt")
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-      for key in sorted(results):
-        f.write(f"{key} = {results[key]}\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    guards.write_text_atomically(os.path.join(self.write_dir, "eval_results.txt"),
+                                 "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
     logger.info("Eval at step %d over %d batches: %s", self.global_step, steps,
                 ", ".join(f"{k} = {results[k]:.4f}" for k in EVAL_KEYS))
     return results
@@ -371,7 +403,7 @@ def run_pretraining(options, strategy=None, history=None):
   """What run_pretraining.py does: train and/or evaluate; returns (train, eval) results."""
   if not (options.do_train or options.do_eval):
     raise ValueError("at least one of --do_train or --do_eval must be set")
-  tf.io.gfile.makedirs(options.output_dir)
+  guards.check_writable(options.output_dir)
   trainer = Pretrainer(options, strategy)
   trainer.restore_or_initialize()
   train_results = trainer.train(history) if options.do_train else None

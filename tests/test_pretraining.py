@@ -13,7 +13,6 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf import training
 from albert_tf.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
 from albert_tf.data.create import CreationOptions, create_pretraining_data
 from albert_tf.modeling.attention import attention_bias
@@ -124,6 +123,7 @@ def test_real_data_sigkill_then_restart_reaches_the_final_step(data, tmp_path):
   assert done.returncode == 0, done.stderr[-2000:]
   assert "Resumed from" in done.stderr
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-30")
+  assert not list(tmp_path.glob("*_temp"))  # a save the kill interrupted is cleaned up
 
 
 def _initial_checkpoint(data, folder):
@@ -213,20 +213,6 @@ def test_gradient_accumulation_and_block_recomputation_equal_one_plain_step(data
   moved = weights[0]["bert/pooler/dense/kernel"]
   assert not np.allclose(moved, tf.train.load_checkpoint(init).get_tensor(
       "encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE"))
-
-
-def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(data, tmp_path,
-                                                                           monkeypatch):
-  run_pretraining(opts(data, tmp_path, num_train_steps=10))
-  real = training.pretraining_losses
-
-  def poisoned(*args):
-    loss, mlm, sop = real(*args)
-    return loss * float("nan"), mlm, sop
-  monkeypatch.setattr(training, "pretraining_losses", poisoned)
-  with pytest.raises(FloatingPointError, match=r"loss is nan at step 15.*ckpt-10"):
-    run_pretraining(opts(data, tmp_path, num_train_steps=20))
-  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-10")
 
 
 def test_mismatched_config_data_and_flags_are_named(data, tmp_path):

@@ -4,6 +4,7 @@ import json
 import os
 
 import tensorflow as tf
+from google.protobuf import message
 
 from albert_tf.data.records import decode_record
 
@@ -67,23 +68,38 @@ def pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_si
 
 def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, vocab_size,
                             sample=200):
-  """Clear errors when the records do not fit the flags or the config: lengths and ids."""
-  first = next(iter(tf.data.TFRecordDataset(files[:1]).take(1)), None)
-  if first is None:
-    raise ValueError(f"{files[0]} holds no records")
-  example = tf.train.Example.FromString(first.numpy()).features.feature
-  for name, flag, want in (("input_ids", "--max_seq_length", max_seq_length),
-                           ("masked_lm_positions", "--max_predictions_per_seq",
-                            max_predictions_per_seq)):
-    if name not in example:
-      raise ValueError(f"{files[0]} is not pretraining data: it has no '{name}' feature")
-    got = len(example[name].int64_list.value)
-    if got != want:
-      raise ValueError(f"{files[0]} has {name} of length {got} but {flag}={want}; pass "
-                       f"{flag}={got} or recreate the data")
-  batch = next(iter(tf.data.TFRecordDataset(files[:1]).take(sample).batch(sample).map(
-      lambda r: tf.io.parse_example(r, {"input_ids": tf.io.FixedLenFeature(
-          [max_seq_length], tf.int64)}))))
+  """Clear errors when the records do not fit the flags or the config: every shard's lengths
+  (its first record; shards of another length would stop training mid-run) and, on a sample
+  of the first shard, the token ids."""
+  for path in files:
+    try:
+      first = next(iter(tf.data.TFRecordDataset([path]).take(1)), None)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      raise ValueError(f"{path} is not a readable TFRecord file: "
+                       f"{str(e).strip().splitlines()[0]}") from None
+    if first is None:
+      raise ValueError(f"{path} holds no records")
+    try:
+      example = tf.train.Example.FromString(first.numpy()).features.feature
+    except message.DecodeError:
+      raise ValueError(f"{path} is not pretraining data: its first record is not a "
+                       "tf.train.Example") from None
+    for name, flag, want in (("input_ids", "--max_seq_length", max_seq_length),
+                             ("masked_lm_positions", "--max_predictions_per_seq",
+                              max_predictions_per_seq)):
+      if name not in example:
+        raise ValueError(f"{path} is not pretraining data: it has no '{name}' feature")
+      got = len(example[name].int64_list.value)
+      if got != want:
+        raise ValueError(f"{path} has {name} of length {got} but {flag}={want}; pass "
+                         f"{flag}={got} or recreate the data")
+  try:
+    batch = next(iter(tf.data.TFRecordDataset(files[:1]).take(sample).batch(sample).map(
+        lambda r: tf.io.parse_example(r, {"input_ids": tf.io.FixedLenFeature(
+            [max_seq_length], tf.int64)}))))
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    raise ValueError(f"{files[0]} is corrupt or mixes record formats within its first "
+                     f"{sample} records: {str(e).strip().splitlines()[0]}") from None
   largest = int(tf.reduce_max(batch["input_ids"]))
   if largest >= vocab_size:
     raise ValueError(f"{files[0]} has token id {largest} but the config's vocab_size is "
