@@ -7,6 +7,8 @@ task's first metric is kept in `output_dir/best`.
 """
 
 import dataclasses
+import hashlib
+import json
 import logging
 import math
 import os
@@ -249,11 +251,30 @@ class ClassifierRunner(FineTuner):
     folder = o.cached_dir or o.output_dir
     tf.io.gfile.makedirs(folder)
     path = os.path.join(folder, f"{self.processor.name}_{split}_{o.max_seq_length}.tf_record")
-    if not tf.io.gfile.exists(path):
-      features = classification.convert_examples_to_features(
-          examples, self.labels, o.max_seq_length, self.tokenizer)
-      classification.write_features_tfrecord(features, path)
+    # The file name alone (the original's cache key) would silently reuse features of other
+    # data or another vocabulary: a sidecar holds the hash of what they were built from.
+    sidecar, key = path + ".json", self._features_key(examples)
+    if tf.io.gfile.exists(path) and tf.io.gfile.exists(sidecar):
+      with tf.io.gfile.GFile(sidecar) as f:
+        if json.load(f).get("key") == key:
+          return examples, path
+      logger.info("%s was built from other data, vocabulary or labels; rebuilding it", path)
+    features = classification.convert_examples_to_features(
+        examples, self.labels, o.max_seq_length, self.tokenizer)
+    classification.write_features_tfrecord(features, path)
+    guards.write_text_atomically(sidecar, json.dumps({"key": key, "examples": len(examples)}))
     return examples, path
+
+  def _features_key(self, examples):
+    o = self.options
+    digest = hashlib.sha256()
+    vocabulary = o.spm_model_file or getattr(o, "vocab_file", None)
+    with tf.io.gfile.GFile(vocabulary, "rb") as f:
+      digest.update(f.read())
+    digest.update(json.dumps([o.do_lower_case, o.max_seq_length, self.labels]).encode())
+    for e in examples:
+      digest.update(json.dumps([e.guid, e.text_a, e.text_b, e.label]).encode())
+    return digest.hexdigest()
 
   # --- train --------------------------------------------------------------------------------
   def _loss(self, logits, labels):

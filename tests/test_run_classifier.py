@@ -112,3 +112,19 @@ def test_cli_runs_a_users_csv(tmp_path):
       capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, run.stderr[-2000:]
   assert "accuracy = " in (tmp_path / "out" / "eval_results.txt").read_text()
+
+
+def test_cached_features_of_other_data_are_rebuilt_not_reused(cache, tmp_path):
+  from albert_tf.finetuning import ClassifierRunner  # pylint: disable=g-import-not-at-top
+  ids = []
+  for name, sentence in (("a", "a moving film"), ("b", "a dull and tiresome film")):
+    data = tmp_path / name
+    data.mkdir()
+    (data / "dev.tsv").write_text(f"sentence\tlabel\n{sentence}\t1\n")
+    runner = ClassifierRunner(opts("sst-2", tmp_path / "out", tmp_path / "cache",
+                                   data_dir=str(data)))
+    _, path = runner._records("dev")  # pylint: disable=protected-access
+    record = next(iter(tf.data.TFRecordDataset(path)))
+    ids.append(list(tf.train.Example.FromString(record.numpy()).features.feature[
+        "input_ids"].int64_list.value))
+  assert ids[0] != ids[1]  # same file name in the cache, other data: rebuilt
