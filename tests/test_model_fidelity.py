@@ -1,5 +1,7 @@
 """The TF model against the independent float64 NumPy reference, through TF1 checkpoints."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +11,7 @@ import reference_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkpoint
 from albert_tf import save_tf1_checkpoint
 from albert_tf.checkpoints import CheckpointError, tf1_variable_map
+from conftest import ROOT
 
 BASE = dict(vocab_size=61, embedding_size=12, hidden_size=16, intermediate_size=40,
             num_hidden_layers=3, num_hidden_groups=1, inner_group_num=1,
@@ -28,6 +31,11 @@ CASES = {
     "gelu_exact": dict(hidden_act="gelu_exact"),
     "swish": dict(hidden_act="swish"),
     "tanh": dict(hidden_act="tanh"),
+    # Google's albert_*_zh: the released config's own activation and dropout (ReLU: the
+    # Chinese models were trained with it), shrunk to BASE's sizes.
+    "google_zh": {k: v for k, v in json.loads(
+        (ROOT / "configs" / "albert_base_zh.json").read_text()).items()
+                  if k in ("hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob")},
 }
 
 

@@ -39,6 +39,23 @@ def test_v2_configs_have_spec_parameter_counts(size):
   assert parameter_counts(config)["encoder_total"] == V2_ENCODER_COUNTS[size]
 
 
+@pytest.mark.parametrize("size", sorted(V2_ENCODER_COUNTS))
+def test_google_zh_configs_are_v2_shapes_with_the_21128_vocab_and_relu(size):
+  config = AlbertConfig.from_json_file(ROOT / "configs" / f"albert_{size}_zh.json")
+  assert config.hidden_act == "relu" and config.vocab_size == 21128
+  # Only the word embeddings differ from the English v2 model: (30000 - 21128) rows of E.
+  assert parameter_counts(config)["encoder_total"] == (V2_ENCODER_COUNTS[size]
+                                                       - (30000 - 21128) * 128)
+
+
+def test_albert_tiny_zh_has_its_hand_counted_parameters():
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "albert_tiny_zh.json")
+  embeddings = (21128 + 512 + 2) * 128 + 2 * 128 + 128 * 312 + 312
+  block = 4 * (312 * 312 + 312) + (312 * 1248 + 1248) + (1248 * 312 + 312) + 2 * 2 * 312
+  pooler = 312 * 312 + 312
+  assert built_count(config) == embeddings + block + pooler == 4_080_520
+
+
 def test_base_with_pretraining_heads_has_spec_count():
   config = AlbertConfig.from_json_file(ROOT / "configs" / "albert_base_v2.json")
   assert built_count(config, pretrainer=True) == 11_813_810
