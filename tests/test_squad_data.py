@@ -13,11 +13,18 @@ from albert_tf.tokenization.offsets import encode_with_offsets, token_for_char
 
 XQUAD = SHARED_DATA / "squad" / "v1.1_xquad_en" / "xquad.en.json"
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
+CMRC_TRIAL = SHARED_DATA / "chinese" / "mrc" / "cmrc2018_trial.json"
+ZH_VOCAB = SHARED_DATA / "chinese" / "albert_zh" / "vocab.txt"
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
   return FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def wordpiece():
+  return FullTokenizer(vocab_file=ZH_VOCAB, do_lower_case=True)
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +71,92 @@ def test_a_gold_answer_maps_to_the_pieces_that_cover_it(tokenizer):
   ids, starts, ends = encode_with_offsets(tokenizer, text)
   first, last = token_for_char(starts, ends, text.index("1990"), text.index("1990") + 3)
   assert text[starts[first]:ends[last] + 1].strip() == "1990"
+
+
+def test_wordpiece_offsets_land_on_the_raw_characters(wordpiece):
+  text = "《泡泡战士》由Nexon开发，É\u0301cole 2V2、ﬁsh a\u200bb ΟΔΟΣ 臺灣"
+  ids, starts, ends = encode_with_offsets(wordpiece, text)
+  assert ids == wordpiece.convert_tokens_to_ids(wordpiece.tokenize(text))
+  pieces = [(p, text[s:e + 1]) for p, s, e in
+            zip(wordpiece.convert_ids_to_tokens(ids), starts, ends)]
+  assert pieces[:7] == [("《", "《"), ("泡", "泡"), ("泡", "泡"), ("战", "战"), ("士", "士"),
+                        ("》", "》"), ("由", "由")]
+  assert ("ne", "Ne") in pieces and ("##xon", "xon") in pieces  # "##" pieces: their part
+  # Lowercased and accents stripped: the dropped combining mark stays with its piece.
+  assert ("eco", "É\u0301co") in pieces and ("##le", "le") in pieces
+  assert ("2", "2") in pieces and ("##v", "V") in pieces and ("##2", "2") in pieces
+  assert ("[UNK]", "ﬁsh") in pieces  # an unknown word: one [UNK] over the whole word
+  assert ("ab", "a\u200bb") in pieces  # a dropped character inside a word joins it
+  assert ("##ς", "Σ") in pieces  # the final sigma, lowercased in context
+  assert pieces[-2:] == [("臺", "臺"), ("灣", "灣")]
+
+
+def _cmrc_examples(caplog):
+  with caplog.at_level(logging.WARNING):
+    examples = squad.read_squad_examples(str(CMRC_TRIAL), is_training=True)
+  return examples
+
+
+def test_cmrc_trial_answers_map_back_to_their_gold_text(wordpiece, caplog):
+  """Real data: every CMRC 2018 trial answer whose answer_start points at its text gets the
+  pieces that give back exactly that text; the 5 that do not (offsets counted past a
+  character outside the BMP) are reported by id and skipped."""
+  examples = _cmrc_examples(caplog)
+  assert len(examples) == 1002 - 5
+  assert "skipped 5 questions whose answer_start" in caplog.text
+  assert all(f"TRIAL_210_QUERY_{k}" in caplog.text for k in range(5))
+  aligned = {}
+  for e in examples:
+    if e.paragraph_text not in aligned:
+      aligned[e.paragraph_text] = encode_with_offsets(wordpiece, e.paragraph_text)
+      assert aligned[e.paragraph_text][0] == wordpiece.encode_ids([e.paragraph_text])[0]
+    _, starts, ends = aligned[e.paragraph_text]
+    first, last = token_for_char(starts, ends, e.start_position,
+                                 e.start_position + len(e.orig_answer_text) - 1)
+    # Post-processing strips the outer spaces of a span (3 gold answers have some).
+    assert (e.paragraph_text[starts[first]:ends[last] + 1].strip()
+            == e.orig_answer_text.strip()), e.qas_id
+
+
+def _gold_predictions(examples, features, max_seq_length):
+  """postprocess_v1 of logits that pick the gold span in every window that holds it."""
+  results = {}
+  for f in features:
+    start, end = np.full(max_seq_length, -10.0), np.full(max_seq_length, -10.0)
+    start[f.start_position], end[f.end_position] = 10.0, 10.0
+    results[f.unique_id] = (start, end)
+  return squad.postprocess_v1(examples, features, results, 20, max_seq_length)[0]
+
+
+def test_cmrc_trial_gold_spans_through_features_and_post_processing(wordpiece, caplog):
+  """Real data, at the original's 384 / 128 / 64: the gold start/end positions of the
+  features give back exactly the gold text, except for the long answers (150+ characters)
+  that no window holds where their first piece has its most context (the original's rule
+  for a valid span)."""
+  examples = _cmrc_examples(caplog)
+  features = squad.convert_examples_to_features(examples, wordpiece, 384, 128, 64, True)
+  predictions = _gold_predictions(examples, features, 384)
+  held = {examples[f.example_index].qas_id for f in features if not f.is_impossible
+          and f.token_is_max_context[f.start_position - f.doc_offset]}
+  wrong = {e.qas_id for e in examples if predictions[e.qas_id] != e.orig_answer_text.strip()}
+  assert wrong == {e.qas_id for e in examples} - held
+  assert len(wrong) <= 10  # 7 in the trial set
+  assert all(len(e.orig_answer_text) > 150 for e in examples if e.qas_id in wrong)
+
+
+def test_traditional_chinese_answers_map_back_through_post_processing(wordpiece):
+  """A DRCD-like paragraph: traditional characters, full-width punctuation, English,
+  digits and a decimal, with answers starting and ending at each kind."""
+  context = ("臺北101（Taipei 101）是位於臺灣臺北市信義區的摩天大樓，樓高508公尺，"
+             "地上101層。2004年12月31日正式啟用，曾是世界第一高樓。設計者為李祖原，"
+             "耗資約新臺幣580億元；阻尼器重達660公噸、直徑5.5公尺。")
+  answers = ["臺北101", "Taipei 101", "臺灣臺北市信義區", "508公尺", "2004年12月31日",
+             "李祖原", "新臺幣580億元", "5.5公尺", "101"]
+  examples = [squad.SquadExample(f"DRCD_{k}", "問題？", context, answer, context.index(answer))
+              for k, answer in enumerate(answers)]
+  features = squad.convert_examples_to_features(examples, wordpiece, 64, 16, 8, True)
+  predictions = _gold_predictions(examples, features, 64)
+  assert [predictions[e.qas_id] for e in examples] == answers
 
 
 # --- windows ----------------------------------------------------------------------------------

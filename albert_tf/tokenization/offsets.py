@@ -1,4 +1,4 @@
-"""SentencePiece ids of a raw text with each piece's span in that raw text.
+"""Token ids of a raw text with each piece's span in that raw text.
 
     ids, starts, ends = encode_with_offsets(tokenizer, "The Café, in 1990, ...")
     text[starts[i]:ends[i] + 1]   # the raw characters piece i came from
@@ -10,14 +10,20 @@ pieces; here it is exact instead: the normalisation is replayed character by cha
 remembering where each output character came from, and SentencePiece reports each piece's
 span in the normalised text. The pieces and ids are `FullTokenizer.tokenize`'s (with the
 digit-comma split), so features built from them match the original's.
+
+WordPiece (`vocab_file`, e.g. albert_zh over unspaced Chinese) replays BERT's basic tokenizer
+the same way: cleaning, CJK splitting, lowercasing and accent stripping, punctuation splitting,
+each output character remembering its raw one; a word piece then spans the raw characters of
+its part of the word (`##` pieces included) and an [UNK] the whole word.
 """
 
 import bisect
 import unicodedata
 
-from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, is_digit_comma_piece,
-                                              preprocess_text,
-                                              split_digit_comma_piece)
+from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, _is_cjk_char, _is_control,
+                                              _is_punctuation, _is_whitespace,
+                                              _wordpiece_tokenize, is_digit_comma_piece,
+                                              preprocess_text, split_digit_comma_piece)
 
 
 def normalize_with_offsets(text, lower):
@@ -77,13 +83,16 @@ def _piece_spans(sp_model, normalized):
 def encode_with_offsets(tokenizer, text):
   """Ids of `tokenizer.tokenize(text)` with each piece's inclusive character span in `text`.
 
-  Returns (ids, starts, ends): lists of equal length. A piece that stands for a space plus a
-  word starts at that space (as in the original); spans of consecutive pieces do not overlap
-  except where one raw character becomes several pieces (a ligature such as "ﬁ"). Combining
-  marks and whitespace that normalisation drops belong to the piece before them.
+  Returns (ids, starts, ends): lists of equal length. SentencePiece: a piece that stands for
+  a space plus a word starts at that space (as in the original); spans of consecutive pieces
+  do not overlap except where one raw character becomes several pieces (a ligature such as
+  "ﬁ"). Combining marks and whitespace that normalisation drops belong to the piece before
+  them. WordPiece: pieces never span whitespace; each CJK character and punctuation mark is
+  its own piece; characters the cleaning or accent stripping drops belong to the piece before
+  them in their word; an [UNK] spans its whole word.
   """
   if not tokenizer.is_spm:
-    raise ValueError("character offsets need a SentencePiece tokenizer (--spm_model_file)")
+    return _wordpiece_with_offsets(tokenizer, text)
   normalized, origins = normalize_with_offsets(text, tokenizer.do_lower_case)
   if not normalized:
     return [], [], []
@@ -126,6 +135,95 @@ def encode_with_offsets(tokenizer, text):
     # character it cannot join) covers no character: end = start - 1.
     ends.append(last[e - 1] if e > s else start - 1)
   return ids, starts, ends
+
+
+def _lower_and_strip_accents(text):
+  """`_basic_tokenize`'s normalisation of one word: NFD of the lowercase, no Mn marks."""
+  text = unicodedata.normalize("NFD", text.lower())
+  return "".join(c for c in text if unicodedata.category(c) != "Mn")
+
+
+def _basic_words_with_origins(text, do_lower_case):
+  """`_basic_tokenize(text)` as (word, firsts, lasts) triples: word[k] came from the raw
+  characters firsts[k]..lasts[k] of `text` (inclusive): its own, plus those the cleaning or
+  accent stripping dropped after it within its whitespace-delimited token."""
+  # Cleaning and CJK splitting, one raw character at a time: (character or None, origin),
+  # None for a character the cleaning drops (it still extends its token).
+  chars = []
+  for i, c in enumerate(text):
+    cp = ord(c)
+    if cp == 0 or cp == 0xFFFD or _is_control(c):
+      chars.append((None, i))
+    elif _is_whitespace(c):
+      chars.append((" ", i))
+    elif _is_cjk_char(cp):
+      chars.extend(((" ", i), (c, i), (" ", i)))
+    else:
+      chars.append((c, i))
+  # Whitespace tokens, split as `str.split()` splits the joined text.
+  tokens, current = [], []
+  for c, i in chars:
+    if c is not None and c.isspace():
+      if current:
+        tokens.append(current)
+      current = []
+    else:
+      current.append((c, i))
+  if current:
+    tokens.append(current)
+  words = []
+  for token in tokens:
+    kept = [(c, i) for c, i in token if c is not None]
+    if not kept:
+      continue
+    raw = "".join(c for c, _ in kept)
+    end = token[-1][1]  # dropped characters at the token's end belong to its last piece
+    if do_lower_case:
+      normalized = _lower_and_strip_accents(raw)
+      parts = [_lower_and_strip_accents(c) for c, _ in kept]
+      origins = [i for (_, i), part in zip(kept, parts) for _ in part]
+    else:
+      normalized, origins = raw, [i for _, i in kept]
+    if not normalized:
+      continue
+    if len(origins) == len(normalized):
+      # Each normalised character runs up to the raw character before the next one's.
+      lasts = [max(o, n - 1) for o, n in zip(origins, origins[1:] + [end + 1])]
+    else:  # the token normalises differently whole than character-wise: each spans it all
+      origins, lasts = [kept[0][1]] * len(normalized), [end] * len(normalized)
+    # Punctuation splitting, as `_basic_tokenize`.
+    begin = 0
+    for k, c in enumerate(normalized):
+      if _is_punctuation(c):
+        if k > begin:
+          words.append((normalized[begin:k], origins[begin:k], lasts[begin:k]))
+        words.append((c, origins[k:k + 1], lasts[k:k + 1]))
+        begin = k + 1
+    if begin < len(normalized):
+      words.append((normalized[begin:], origins[begin:], lasts[begin:]))
+  return words
+
+
+def _wordpiece_with_offsets(tokenizer, text):
+  """`encode_with_offsets` for a WordPiece tokenizer: the ids of `tokenizer.tokenize(text)`."""
+  unk = tokenizer.convert_ids_to_tokens([tokenizer.unk_id])[0]
+  vocab = tokenizer._vocab  # pylint: disable=protected-access
+  pieces, starts, ends = [], [], []
+  for word, origins, lasts in _basic_words_with_origins(text, tokenizer.do_lower_case):
+    word_pieces = _wordpiece_tokenize(word, vocab, unk)
+    if word_pieces == [unk]:  # an unknown word is one [UNK]: it spans the whole word
+      pieces.append(unk)
+      starts.append(origins[0])
+      ends.append(lasts[-1])
+      continue
+    cursor = 0
+    for k, piece in enumerate(word_pieces):
+      width = len(piece) - (2 if k else 0)  # a "##" continuation's text follows the "##"
+      pieces.append(piece)
+      starts.append(origins[cursor])
+      ends.append(lasts[cursor + width - 1])
+      cursor += width
+  return tokenizer.convert_tokens_to_ids(pieces), starts, ends
 
 
 def token_for_char(starts, ends, char_start, char_end):
