@@ -7,9 +7,17 @@
       --do_train --do_predict --max_seq_length=384 --doc_stride=128 --max_query_length=64 \
       --train_batch_size=48 --learning_rate=3e-5 --num_train_epochs=2.0 --export_dir=runs/serve
 
+Chinese (CMRC 2018, DRCD) with albert_zh's WordPiece vocabulary, scored by the CMRC 2018 metric:
+
+  python run_squad.py --train_file=cmrc2018_train.json --predict_file=cmrc2018_dev.json \
+      --output_dir=runs/cmrc --albert_config_file=configs/albert_tiny_zh.json \
+      --init_checkpoint=albert_tiny_zh/albert_model.ckpt --vocab_file=albert_tiny_zh/vocab.txt \
+      --do_train --do_predict --max_seq_length=512 --eval_metric=cmrc2018
+
 Outputs in --output_dir: checkpoints, predictions.json, nbest_predictions.json, null_odds.json
 (v2), eval_results.txt (official EM/F1 over the questions of --predict_file that have
-answers; `skipped_unanswered` counts the others), cached features.
+answers, or the CMRC 2018 EM/F1/AVERAGE; `skipped_unanswered` counts the others), cached
+features.
 """
 
 import logging
@@ -31,7 +39,9 @@ flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model
 flags.DEFINE_string("init_checkpoint", None, "Our checkpoint or an original TF1 one.")
 flags.DEFINE_string("albert_hub_module_handle", None,
                     "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model (ALBERT's English models).")
+flags.DEFINE_string("vocab_file", None,
+                    "WordPiece vocab.txt (e.g. albert_zh), used when no --spm_model_file.")
 flags.DEFINE_bool("do_lower_case", _D.do_lower_case, "Lowercase the input.")
 flags.DEFINE_integer("max_seq_length", _D.max_seq_length, "Pieces per window, all included.")
 flags.DEFINE_integer("doc_stride", _D.doc_stride, "Pieces between window starts.")
@@ -72,6 +82,10 @@ flags.DEFINE_bool("recompute_grad", False,
 flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
                      "shuffling: the same seed repeats a run on the same machine.")
 flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")
+flags.DEFINE_enum("eval_metric", _D.eval_metric, ["squad", "cmrc2018", "auto"],
+                  "Metric of --do_predict: the official SQuAD EM/F1, or CMRC 2018's EM/F1/"
+                  "AVERAGE over mixed Chinese/English segments; auto: cmrc2018 with "
+                  "--vocab_file on mostly Chinese contexts (v1), else squad.")
 
 
 def main(argv):
@@ -89,6 +103,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  for name in ("output_dir", "albert_config_file", "spm_model_file"):
+  for name in ("output_dir", "albert_config_file"):
     flags.mark_flag_as_required(name)
   app.run(lambda argv: sys.exit(main(argv)))

@@ -6,7 +6,8 @@ the original's losses; prediction writes `predictions.json`, `nbest_predictions.
 (and `null_odds.json` for v2) and, when the predict file has answers, the official EM / F1 in
 `eval_results.txt` over the questions that have them, plus v2's unanswerable ones (v2: after
 the original's search for the best null-score threshold, which then decides the written
-predictions).
+predictions). Chinese data (CMRC 2018, DRCD) runs with a WordPiece `vocab_file` (albert_zh)
+and is scored by the CMRC 2018 metric (`EM`, `F1`, `AVERAGE`; `eval_metric`).
 """
 
 import dataclasses
@@ -19,6 +20,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import cmrc2018
 from albert_tf.data import squad as squad_data
 from albert_tf.finetuning import FineTuner, write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -37,6 +39,7 @@ class SquadOptions:
   init_checkpoint: str = None
   albert_hub_module_handle: str = None
   spm_model_file: str = None
+  vocab_file: str = None
   do_lower_case: bool = True
   max_seq_length: int = 384
   doc_stride: int = 128
@@ -66,12 +69,16 @@ class SquadOptions:
   seed: int = None
   recompute_grad: bool = False
   log_every_seconds: float = 10.0
+  eval_metric: str = "auto"
+
+
+EVAL_METRICS = ("squad", "cmrc2018", "auto")
 
 
 def _feature_key(options, input_file, is_training):
   """What the cached features depend on; a cache with another key is rebuilt."""
   digest = hashlib.sha256()
-  for path in (input_file, options.spm_model_file):
+  for path in (input_file, options.spm_model_file or options.vocab_file):
     with open(path, "rb") as f:
       for block in iter(lambda: f.read(1 << 20), b""):
         digest.update(block)
@@ -85,9 +92,18 @@ class SquadRunner(FineTuner):
 
   def __init__(self, options, strategy=None):
     o = options
-    if not o.spm_model_file:
-      raise ValueError("run_squad needs --spm_model_file: answers are located through "
-                       "SentencePiece pieces, as in the original")
+    if not (o.spm_model_file or o.vocab_file):
+      raise ValueError("run_squad needs --spm_model_file (SentencePiece, ALBERT's English "
+                       "models) or --vocab_file (WordPiece, e.g. albert_zh)")
+    if o.eval_metric not in EVAL_METRICS:
+      raise ValueError(f"--eval_metric={o.eval_metric} is not one of {', '.join(EVAL_METRICS)}")
+    if o.export_dir and not o.spm_model_file:
+      # Checked before training, so a long run does not end in this error.
+      raise ValueError("--export_dir needs --spm_model_file: the serving model's in-graph "
+                       "answer alignment is SentencePiece only so far")
+    if o.eval_metric == "cmrc2018" and o.version_2_with_negative:
+      raise ValueError("--eval_metric=cmrc2018 scores answerable questions only; it does not "
+                       "go with --version_2_with_negative")
     if o.do_train and not o.train_file:
       raise ValueError("--do_train needs --train_file")
     if o.do_predict and not o.predict_file:
@@ -202,6 +218,17 @@ class SquadRunner(FineTuner):
                     rate, (num_features - done) / max(rate, 1e-9))
     return results
 
+  def eval_metric(self, examples):
+    """`--eval_metric`, with `auto` resolved: cmrc2018 for a WordPiece tokenizer over mostly
+    Chinese contexts (v1 only), else squad."""
+    o = self.options
+    if o.eval_metric != "auto":
+      return o.eval_metric
+    if (not self.tokenizer.is_spm and not o.version_2_with_negative
+        and cmrc2018.is_mostly_cjk({e.paragraph_text for e in examples})):
+      return "cmrc2018"
+    return "squad"
+
   def predict(self):
     """Writes the prediction files, then, when questions have answers, scores those in
     eval_results.txt; returns the metrics or None."""
@@ -243,7 +270,13 @@ class SquadRunner(FineTuner):
                      o.predict_file, len(unanswered), len(examples),
                      " and are not is_impossible" if o.version_2_with_negative else "",
                      squad_data.listed_ids(unanswered))
-    metrics = squad_data.evaluate(scored, predictions, null_odds)
+    metric = self.eval_metric(examples)
+    if metric == "cmrc2018":
+      metrics = cmrc2018.evaluate(scored, predictions)
+      main = ("EM", "F1", "AVERAGE")
+    else:
+      metrics = squad_data.evaluate(scored, predictions, null_odds)
+      main = ("exact_match", "f1") if "exact_match" in metrics else ("exact", "f1")
     if o.version_2_with_negative:
       metrics["null_score_diff_threshold"] = threshold
     if unanswered:
@@ -256,8 +289,7 @@ class SquadRunner(FineTuner):
       for key, value in metrics.items():
         tf.summary.scalar(key, value)
     writer.flush()
-    main = ("exact_match", "f1") if "exact_match" in metrics else ("exact", "f1")
-    logger.info("Eval at step %d: %s", self.global_step,
+    logger.info("Eval (%s metric) at step %d: %s", metric, self.global_step,
                 ", ".join(f"{k} = {metrics[k]:.2f}" for k in main))
     return metrics
 

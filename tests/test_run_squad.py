@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, SHARED_DATA
+from albert_tf import cmrc2018
 from albert_tf.data import squad as squad_data
 from albert_tf.squad import SquadOptions, run_squad
 
@@ -257,3 +258,54 @@ def test_v2_answerable_questions_without_answers_are_not_scored(tmp_path):
   assert results["skipped_unanswered"] == 1
   assert results["NoAns_total"] == 1 and results["HasAns_total"] == len(qas) - 2
   assert metrics["exact"] == pytest.approx(results["exact"])
+
+
+# --- Chinese: WordPiece (albert_zh) and the CMRC 2018 metric -----------------------------------
+CMRC_TRAIN = SHARED_DATA / "chinese" / "mrc" / "cmrc2018_train_sample.json"
+ZH_VOCAB = SHARED_DATA / "chinese" / "albert_zh" / "vocab.txt"
+
+
+def _zh_options(tmp_path, **changes):
+  """tiny.json with albert_zh's 21128-entry vocabulary, WordPiece, run_squad's small windows."""
+  config = json.loads((ROOT / "configs" / "tiny.json").read_text())
+  config["vocab_size"] = 21128
+  config_path = tmp_path / "albert_config.json"
+  config_path.write_text(json.dumps(config))
+  small = {**SMALL, "spm_model_file": None, "albert_config_file": str(config_path)}
+  return SquadOptions(vocab_file=str(ZH_VOCAB), output_dir=str(tmp_path / "out"), **small,
+                      **changes)
+
+
+def test_cmrc_trains_and_predicts_with_wordpiece_and_scores_with_the_cmrc_metric(tmp_path):
+  """Real CMRC 2018 questions: a few training steps, then predictions whose character spans
+  are their text, scored (auto: WordPiece over Chinese contexts) by the CMRC 2018 metric."""
+  options = _zh_options(tmp_path, train_file=str(CMRC_TRAIN), predict_file=str(CMRC_TRAIN),
+                        do_train=True, do_predict=True, num_train_epochs=2)
+  metrics = run_squad(options)
+  out = tmp_path / "out"
+  data = squad_data.load_squad_json(str(CMRC_TRAIN))
+  predictions = json.loads((out / "predictions.json").read_text())
+  nbest = json.loads((out / "nbest_predictions.json").read_text())
+  contexts = {qid: c for qid, _, c in _questions(data)}
+  assert list(predictions) == list(contexts) and len(predictions) == 25
+  for qid, context in contexts.items():
+    for entry in nbest[qid]:
+      assert context[entry["char_start"]:entry["char_end"]] == entry["text"] != ""
+  results = _read_results(out / "eval_results.txt")
+  assert set(results) == {"EM", "F1", "AVERAGE", "TOTAL", "SKIP", "global_step"}
+  expected = cmrc2018.evaluate(data, predictions)
+  for key in ("EM", "F1", "AVERAGE"):
+    assert results[key] == pytest.approx(expected[key]) == pytest.approx(metrics[key])
+  assert results["TOTAL"] == 25 and results["global_step"] == 3  # int(25 / 16 * 2)
+
+
+def test_cmrc_flags_that_cannot_work_fail_before_training(tmp_path):
+  with pytest.raises(ValueError, match="--spm_model_file .* or --vocab_file"):
+    run_squad(SquadOptions(output_dir=str(tmp_path), do_predict=True,
+                           **{**SMALL, "spm_model_file": None}))
+  with pytest.raises(ValueError, match="cmrc2018 .* --version_2_with_negative"):
+    run_squad(_zh_options(tmp_path, do_predict=True, predict_file=str(CMRC_TRAIN),
+                          eval_metric="cmrc2018", version_2_with_negative=True))
+  with pytest.raises(ValueError, match="--export_dir needs --spm_model_file"):
+    run_squad(_zh_options(tmp_path, do_predict=True, predict_file=str(CMRC_TRAIN),
+                          export_dir=str(tmp_path / "export")))
