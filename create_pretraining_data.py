@@ -5,6 +5,11 @@ Input: one sentence per line, a blank line between documents. Example:
   python create_pretraining_data.py --input_file='corpus/*.txt' \
       --output_file=data/train-0.tfrecord,data/train-1.tfrecord \
       --spm_model_file=30k-clean.model --max_seq_length=128 --dupe_factor=5
+
+Chinese (albert_zh) with whole-word masking of jieba words:
+
+  python create_pretraining_data.py --input_file=zh.txt --output_file=zh.tfrecord \
+      --vocab_file=albert_zh/vocab.txt --word_segmentation=jieba
 """
 
 import logging
@@ -13,7 +18,8 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf.data.create import CreationOptions, create_pretraining_data, expand_input_files
+from albert_tf.data.create import (WORD_SEGMENTATIONS, CreationOptions, create_pretraining_data,
+                                   expand_input_files)
 
 FLAGS = flags.FLAGS
 _DEFAULTS = CreationOptions()
@@ -53,6 +59,10 @@ flags.DEFINE_string("input_encoding", _DEFAULTS.input_encoding,
                     "Encoding of the input files (e.g. latin-1).")
 flags.DEFINE_bool("strict", _DEFAULTS.strict,
                   "Fail on a line that does not decode instead of skipping it.")
+flags.DEFINE_enum("word_segmentation", _DEFAULTS.word_segmentation, WORD_SEGMENTATIONS,
+                  "jieba: segment each line with jieba so whole-word / n-gram masking takes "
+                  "Chinese words whole (albert_zh practice; ids stay plain characters). Needs "
+                  "--vocab_file; refused with --spm_model_file.")
 flags.DEFINE_string("metadata_file", None,
                     "JSON of counts and flags (default: beside the output shards).")
 
@@ -71,7 +81,8 @@ def main(argv):
       do_whole_word_mask=FLAGS.do_whole_word_mask,
       random_next_sentence=FLAGS.random_next_sentence, random_seed=FLAGS.random_seed,
       pure_sop=FLAGS.pure_sop, num_workers=FLAGS.num_workers, block_bytes=FLAGS.block_bytes,
-      input_encoding=FLAGS.input_encoding, strict=FLAGS.strict)
+      input_encoding=FLAGS.input_encoding, strict=FLAGS.strict,
+      word_segmentation=FLAGS.word_segmentation)
   try:
     inputs = expand_input_files(FLAGS.input_file)
     outputs = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]

@@ -8,6 +8,8 @@ Streaming and parallel, with the original's statistics (SPEC.md "Instance creati
   random-document partners from their own block, every random choice comes from an RNG seeded
   by (random_seed, block, dupe pass, document), and the block's instances are shuffled with
   their own seeded RNG — so the output is the same for any number of workers;
+- with `word_segmentation="jieba"` (WordPiece only) each line is also segmented with jieba,
+  once for all dupe passes, so Chinese words are masked whole (`chinese.py`);
 - results are written in block order, round-robin across shards, under temporary names that
   are renamed into place only when everything succeeded, followed by a JSON of counts and flags
   (`statistics.dropped_tokens`: the documents' tokens that none of their instances holds,
@@ -27,11 +29,13 @@ import time
 from albert_tf import tokenization
 from albert_tf.data import records
 from albert_tf.data.instances import InstanceOptions, create_instances
-from albert_tf.data.masking import MaskingOptions, num_to_predict
+from albert_tf.data.masking import (MaskingOptions, continued_word_start, mark_continued,
+                                    num_to_predict)
 
 logger = logging.getLogger(__name__)
 
 METADATA_FORMAT = "albert-tf pretraining data v1"
+WORD_SEGMENTATIONS = ("none", "jieba")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +60,8 @@ class CreationOptions:
   block_bytes: int = 1 << 20
   input_encoding: str = "utf-8"
   strict: bool = False
+  # "jieba": Chinese words are masked whole (SPEC.md "Chinese (albert_zh) practice").
+  word_segmentation: str = "none"
 
   def validate(self):
     def fail(flag, why):
@@ -85,6 +91,13 @@ class CreationOptions:
       fail("num_workers", "must be 0 (all cores) or more")
     if self.block_bytes < 1:
       fail("block_bytes", "must be positive")
+    if self.word_segmentation not in WORD_SEGMENTATIONS:
+      fail("word_segmentation", f"must be one of {', '.join(WORD_SEGMENTATIONS)}")
+    if self.word_segmentation == "jieba" and self.spm_model_file:
+      # SentencePiece pieces do not map one to a character, and its word starts come from
+      # "▁": only albert_zh's WordPiece vocab has the practice to follow.
+      fail("word_segmentation", "needs --vocab_file (WordPiece, e.g. albert_zh), not "
+           "--spm_model_file")
     "".encode(self.input_encoding)  # LookupError names an unknown encoding
 
   def masking_budget_warning(self):
@@ -244,18 +257,45 @@ def _init_worker(options):
                                          do_lower_case=options.do_lower_case,
                                          spm_model_file=options.spm_model_file)
   inverse = tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
+  word_start = tuple(tokenizer.is_word_start(p) for p in inverse)
+  segmented = options.word_segmentation == "jieba"
+  segment = None
+  if segmented:
+    # Imported here: only Chinese runs need jieba, and each worker loads its own dictionary.
+    from albert_tf.data import chinese  # pylint: disable=import-outside-toplevel
+    chinese.load_jieba()
+    segment = chinese.encode_with_word_starts
+    word_start = continued_word_start(word_start)
   masking = MaskingOptions(
       vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, cls_id=tokenizer.cls_id,
-      sep_id=tokenizer.sep_id, word_start=tuple(tokenizer.is_word_start(p) for p in inverse),
+      sep_id=tokenizer.sep_id, word_start=word_start,
       masked_lm_prob=options.masked_lm_prob,
       max_predictions_per_seq=options.max_predictions_per_seq, ngram=options.ngram,
       favor_shorter_ngram=options.favor_shorter_ngram,
-      do_whole_word_mask=options.do_whole_word_mask)
+      do_whole_word_mask=options.do_whole_word_mask, continued_pieces=segmented)
   instance_options = InstanceOptions(
       max_seq_length=options.max_seq_length, short_seq_prob=options.short_seq_prob,
       random_next_sentence=options.random_next_sentence, pure_sop=options.pure_sop)
   _WORKER.update(options=options, tokenizer=tokenizer, masking=masking,
-                 instance_options=instance_options)
+                 instance_options=instance_options, segment=segment, char_cache={})
+
+
+def _encode_lines(lines, stats):
+  """Ids of each line; with word segmentation, a piece that continues a Chinese word is
+  marked (`mark_continued`). Each line is segmented once, before all dupe passes."""
+  tokenizer, segment = _WORKER["tokenizer"], _WORKER["segment"]
+  if segment is None:
+    return tokenizer.encode_ids(lines)
+  masking, cache = _WORKER["masking"], _WORKER["char_cache"]
+  word_start, vocab_size = masking.word_start, masking.vocab_size
+  encoded = []
+  for line in lines:
+    ids, starts = segment(tokenizer, line, cache)
+    encoded.append(mark_continued(ids, starts, vocab_size))
+    # Pieces that start no word only because segmentation put them inside a Chinese word.
+    stats["segmentation_continued_pieces"] += sum(
+        1 for i, start in zip(ids, starts) if word_start[i] and not start)
+  return encoded
 
 
 def process_block(block_index, block, long_lines=None):
@@ -266,11 +306,12 @@ def process_block(block_index, block, long_lines=None):
   the overlong line that ends it; its report says how many of the document's tokens its
   instances keep and how many are dropped, over all dupe passes.
   """
-  options, tokenizer = _WORKER["options"], _WORKER["tokenizer"]
+  options = _WORKER["options"]
   masking, instance_options = _WORKER["masking"], _WORKER["instance_options"]
   long_lines = long_lines or {}
   lines = [line for document in block for line in document]
-  ids = tokenizer.encode_ids(lines)
+  segmentation_stats = collections.Counter()
+  ids = _encode_lines(lines, segmentation_stats)
   documents, reports, k = [], {}, 0
   for block_document, document in enumerate(block):
     sentences = [s for s in ids[k:k + len(document)] if s]
@@ -285,6 +326,7 @@ def process_block(block_index, block, long_lines=None):
   stats = collections.Counter(documents=len(documents),
                               sentences=sum(len(d) for d in documents),
                               tokens=sum(len(s) for d in documents for s in d))
+  stats.update(segmentation_stats)
   instance_stats = {}
   instances = []
   seed = options.random_seed
@@ -396,9 +438,18 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
   warning = options.masking_budget_warning()
   if warning:
     logger.warning(warning)
-  # Fail fast, in this process, on a missing or broken vocabulary.
+  # Fail fast, in this process, on a missing or broken vocabulary (or jieba): a worker that
+  # fails to start is only restarted by the pool.
   tokenization.FullTokenizer(vocab_file=options.vocab_file, do_lower_case=options.do_lower_case,
                              spm_model_file=options.spm_model_file)
+  segmentation = {"method": "none"}
+  if options.word_segmentation == "jieba":
+    try:
+      from albert_tf.data import chinese  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+      raise ValueError(f"--word_segmentation=jieba needs the jieba package ({e}); "
+                       "pip install -r requirements.txt") from e
+    segmentation = chinese.segmentation_metadata()
   workers = options.num_workers or os.cpu_count() or 1
   metadata_file = metadata_file or metadata_path(output_files)
   report = ReadReport()
@@ -442,6 +493,8 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
   }
   del metadata["flags"]["num_workers"]  # does not change the output
   metadata["workers"] = workers
+  # jieba's version fixes its dictionary, hence which characters were masked together.
+  metadata["word_segmentation"] = segmentation
   tmp = metadata_file + ".tmp"
   with open(tmp, "w", encoding="utf-8") as f:
     json.dump(metadata, f, indent=2)

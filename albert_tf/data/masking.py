@@ -21,6 +21,14 @@ class MaskingOptions:
   ngram: int = 3
   favor_shorter_ngram: bool = True
   do_whole_word_mask: bool = True
+  # Ids may be `id + vocab_size`: a piece that continues a word found by segmentation (jieba),
+  # not a word start whatever the piece, and written as plain `id` (see `mark_continued`).
+  # `word_start` then covers 2 * vocab_size ids.
+  continued_pieces: bool = False
+
+  def __post_init__(self):
+    if self.continued_pieces and len(self.word_start) != 2 * self.vocab_size:
+      raise ValueError("continued_pieces needs word_start for 2 * vocab_size ids")
 
   @property
   def ngram_cumulative_weights(self):
@@ -33,6 +41,20 @@ class MaskingOptions:
       total += w
       cumulative.append(total)
     return tuple(cumulative)
+
+
+def continued_word_start(word_start):
+  """`word_start` extended with False for the continued ids `id + len(word_start)`."""
+  return tuple(word_start) + (False,) * len(word_start)
+
+
+def mark_continued(ids, word_starts, vocab_size):
+  """`ids` with each piece whose `word_starts` flag is False as `id + vocab_size`.
+
+  Carrying the flag inside the id lets sentences stay plain lists of ints through chunking,
+  truncation and random-document partners; `ngram_mask` turns them back into plain ids.
+  """
+  return [i if start else i + vocab_size for i, start in zip(ids, word_starts)]
 
 
 def num_to_predict(num_tokens, options):
@@ -82,6 +104,9 @@ def ngram_mask(ids, rng, options, span_counts=None, drawn_counts=None):
     (output_ids, masked_positions (sorted), masked_labels, token_boundary).
   """
   words, boundary = candidate_words(ids, options)
+  if options.continued_pieces:
+    vocab_size = options.vocab_size
+    ids = [i - vocab_size if i >= vocab_size else i for i in ids]
   output = list(ids)
   if options.masked_lm_prob == 0 or not words:
     return output, [], [], boundary
