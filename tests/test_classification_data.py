@@ -1,9 +1,11 @@
 """Tests for albert_tf.data.classification: GLUE/CSV readers, features, TFRecords, submissions.
 
-Tests whose names contain "real_data" read ../shared/data (GLUE SST-2, CoLA, STS-B, QNLI and
-ALBERT's spiece.model); the others write tiny files in the GLUE layouts to a temporary folder.
+Tests whose names contain "real_data" read ../shared/data (GLUE SST-2, CoLA, STS-B, QNLI, the
+CLUE AFQMC, TNEWS, OCNLI and ChnSentiCorp files and ALBERT's spiece.model); the others write
+tiny files in the GLUE, CLUE, LCQMC layouts to a temporary folder.
 """
 
+import json
 import os
 import re
 
@@ -14,7 +16,8 @@ import tensorflow as tf
 from albert_tf.data.classification import (PROCESSORS, CsvProcessor, DataError, InputExample,
                                            PaddingInputExample, classification_dataset,
                                            convert_examples_to_features, get_processor,
-                                           read_rows, write_features_tfrecord,
+                                           read_json_lines, read_rows,
+                                           write_clue_predictions, write_features_tfrecord,
                                            write_glue_predictions)
 from albert_tf.tokenization import FullTokenizer, encode_pair
 
@@ -462,3 +465,169 @@ def test_glue_predictions_reject_ids_outside_the_labels(tmp_path):
   with pytest.raises(ValueError, match=r"label ids in \[0, 2\)"):
     write_glue_predictions("sst-2", [0, 2], tmp_path / "SST-2.tsv")
   assert not os.listdir(tmp_path)
+
+
+# --- Chinese tasks: CLUE, LCQMC, ChnSentiCorp -------------------------------------------------
+@pytest.fixture(scope="module")
+def clue(shared_data):
+  return shared_data / "chinese" / "clue"
+
+
+def _json_lines(folder, name, rows, newline="\n", bom=False, final_newline=True):
+  text = newline.join(json.dumps(r, ensure_ascii=False) for r in rows)
+  data = ("\ufeff" if bom else "") + text + (newline if final_newline else "")
+  return _write(folder, name, None, raw=data.encode("utf-8"))
+
+
+def test_get_processor_knows_the_chinese_tasks_and_their_label_sets():
+  labels = {task: get_processor(task).get_labels() for task in (
+      "afqmc", "tnews", "iflytek", "ocnli", "cmnli", "csl", "lcqmc", "chnsenticorp")}
+  assert labels["afqmc"] == labels["csl"] == labels["lcqmc"] == labels["chnsenticorp"] == [
+      "0", "1"]
+  assert labels["iflytek"] == [str(i) for i in range(119)]
+  assert labels["ocnli"] == labels["cmnli"] == ["contradiction", "entailment", "neutral"]
+  assert len(labels["tnews"]) == 15 and "105" not in labels["tnews"]
+  assert all(get_processor(task).metric_names == ("accuracy",) for task in labels)
+
+
+def test_real_data_afqmc_reads_crlf_lines_without_a_final_newline_and_test_ids(clue):
+  raw = (clue / "afqmc" / "dev.json").read_bytes()
+  assert raw.count(b"\r\n") == 4315 and not raw.endswith(b"\n")  # the quirks under test
+  processor = get_processor("afqmc")
+  dev = processor.get_dev_examples(clue / "afqmc")
+  test = processor.get_test_examples(clue)  # CLUE's root holding afqmc/ also works
+  assert len(dev) == 4316 and sum(e.label == "1" for e in dev) == 1338
+  assert dev[0] == InputExample("dev-0", "双十一花呗提额在哪", "里可以提花呗额度", "0")
+  assert not dev[-1].text_b.endswith("\r")
+  assert [e.guid for e in test] == list(range(3861))  # the rows' own int ids
+  assert test[0] == InputExample(0, "借呗什么时候会取消", "蚂蚁借呗什么时候可以恢复***个月", "0")
+
+
+def test_real_data_tnews_dev_and_fewclue_train_use_the_clue_label_codes(clue, tmp_path):
+  processor = get_processor("tnews")
+  released = [json.loads(line)["label"] for line in
+              (clue / "tnews" / "labels.json").read_text(encoding="utf-8").splitlines()]
+  assert processor.get_labels() == released
+  dev = processor.get_dev_examples(clue / "tnews")
+  assert len(dev) == 10000 and {e.label for e in dev} == set(released)
+  assert dev[0] == InputExample("dev-0", "江疏影甜甜圈自拍，迷之角度竟这么好看，美吸引一切事物",
+                                None, "102")
+  # FewCLUE writes the labels as numbers (100, not "100"); read as the same codes.
+  (tmp_path / "train.json").symlink_to(clue / "tnews" / "fewclue_train_few_all.json")
+  train = processor.get_train_examples(tmp_path)
+  assert len(train) == 1185 and {e.label for e in train} == set(released)
+  assert len({e.text_a for e in train} & {e.text_a for e in dev}) == 22
+
+
+def test_real_data_ocnli_skips_and_counts_unlabeled_rows_and_keeps_test_ids(clue, caplog):
+  processor = get_processor("ocnli")
+  train = processor.get_train_examples(clue / "ocnli")  # the release's train.3k.json
+  dev = processor.get_dev_examples(clue / "ocnli")
+  test = processor.get_test_examples(clue / "ocnli")
+  assert (len(train), len(dev), len(test)) == (3000 - 6, 3000 - 50, 3000)
+  assert {e.label for e in train} == {e.label for e in dev} == {
+      "entailment", "neutral", "contradiction"}
+  assert f"{clue / 'ocnli' / 'dev.json'}: skipped 50 row(s) labelled '-'" in caplog.text
+  assert f"{clue / 'ocnli' / 'train.3k.json'}: skipped 6 row(s) labelled '-'" in caplog.text
+  assert [e.guid for e in test] == list(range(3000))
+  assert test[1].text_a == "这个就被这门功课给卡下来了." and test[1].text_b == "这门功课挂科了"
+
+
+def test_real_data_chnsenticorp_reads_its_header_and_numbers_test_rows(clue):
+  processor = get_processor("chnsenticorp")
+  split = {s: getattr(processor, f"get_{s}_examples")(clue / "chnsenticorp")
+           for s in ("train", "dev", "test")}
+  assert [len(split[s]) for s in ("train", "dev", "test")] == [9600, 1200, 1200]
+  assert sum(e.label == "1" for e in split["train"]) == 4799
+  assert sum(e.label == "1" for e in split["dev"]) == 593
+  assert split["dev"][0].text_a.startswith("這間酒店環境和服務態度亦算不錯")
+  assert split["train"][0].text_b is None
+  assert [e.guid for e in split["test"]] == list(range(1200))
+
+
+def test_iflytek_layout_with_bom_crlf_and_no_final_newline(tmp_path):
+  rows = [{"label": "110", "label_des": "社区超市", "sentence": "朴朴快送超市"},
+          {"label": "0", "label_des": "打车", "sentence": "滴滴出行"}]
+  _json_lines(tmp_path, "train.json", rows, newline="\r\n", bom=True, final_newline=False)
+  _json_lines(tmp_path, "test.json", [{"id": 7, "sentence": "高德地图"},
+                                       {"id": 9, "sentence": "美团"}])
+  processor = get_processor("iflytek")
+  assert processor.get_train_examples(tmp_path) == [
+      InputExample("train-0", "朴朴快送超市", None, "110"),
+      InputExample("train-1", "滴滴出行", None, "0")]
+  assert processor.get_test_examples(tmp_path) == [InputExample(7, "高德地图", None, "0"),
+                                                   InputExample(9, "美团", None, "0")]
+  _json_lines(tmp_path, "dev.json", [{"label": "119", "sentence": "不存在"}])
+  with pytest.raises(DataError, match=_at(tmp_path / "dev.json", r", line 1: label '119'")):
+    processor.get_dev_examples(tmp_path)
+
+
+def test_cmnli_layout_skips_unlabeled_pairs_and_counts_them(tmp_path, caplog):
+  path = _json_lines(tmp_path, "dev.json", [
+      {"sentence1": "他在跑步", "sentence2": "他在运动", "label": "entailment"},
+      {"sentence1": "甲", "sentence2": "乙", "label": "-"},
+      {"sentence1": "天在下雨", "sentence2": "天很晴朗", "label": "contradiction"}])
+  examples = get_processor("cmnli").get_dev_examples(tmp_path)
+  assert examples == [InputExample("dev-0", "他在跑步", "他在运动", "entailment"),
+                      InputExample("dev-2", "天在下雨", "天很晴朗", "contradiction")]
+  assert f"{path}: skipped 1 row(s) labelled '-' (no gold label); read 2" in caplog.text
+
+
+def test_csl_layout_joins_the_keywords_as_text_a_and_the_abstract_as_text_b(tmp_path):
+  _json_lines(tmp_path, "train.json", [
+      {"id": 1, "abst": "本文提出一种方法。", "keyword": ["水声", "信号"], "label": "1"}])
+  _json_lines(tmp_path, "test.json", [{"id": 2, "abst": "摘要", "keyword": ["关键词"]}])
+  processor = get_processor("csl")
+  assert processor.get_train_examples(tmp_path) == [
+      InputExample("train-0", "水声 信号", "本文提出一种方法。", "1")]
+  assert processor.get_test_examples(tmp_path) == [InputExample(2, "关键词", "摘要", "0")]
+  _json_lines(tmp_path, "dev.json", [{"abst": "摘要", "keyword": "水声", "label": "0"}])
+  with pytest.raises(DataError, match=_at(tmp_path / "dev.json", ", line 1: field 'keyword' "
+                                          "must be a list")):
+    processor.get_dev_examples(tmp_path)
+
+
+def test_lcqmc_layout_keeps_the_first_row_unless_it_is_a_header(tmp_path):
+  _write(tmp_path, "train.txt", ["喜欢打篮球的男生喜欢什么样的女生\t爱打篮球的男生喜欢什么样的女生\t1",
+                                 "我手机丢了\t求个好听的名字\t0"])
+  _write(tmp_path, "dev.txt", ["text_a\ttext_b\tlabel", "开初婚未育证明\t初婚未育情况证明\t1"])
+  _write(tmp_path, "test.txt", ["谁有狂三\t谁有狂三的图片", "英语怎么说\t用英语说"])
+  processor = get_processor("lcqmc")
+  train = processor.get_train_examples(tmp_path)
+  assert [e.label for e in train] == ["1", "0"] and train[0].text_b.startswith("爱打篮球")
+  assert processor.get_dev_examples(tmp_path) == [
+      InputExample("dev-0", "开初婚未育证明", "初婚未育情况证明", "1")]
+  assert [(e.guid, e.text_a) for e in processor.get_test_examples(tmp_path)] == [
+      (0, "谁有狂三"), (1, "英语怎么说")]
+  _write(tmp_path, "dev.txt", ["甲\t乙\t1", "丙\t丁"])
+  with pytest.raises(DataError, match=_at(tmp_path / "dev.txt", ", line 2: expected text_a")):
+    processor.get_dev_examples(tmp_path)
+
+
+def test_clue_file_that_is_not_json_or_lacks_a_field_names_file_and_line(tmp_path):
+  path = _write(tmp_path, "dev.json", ['{"sentence1": "甲", "sentence2": "乙", "label": "0"}',
+                                       '{"sentence1": "丙", "label": "1"}'])
+  with pytest.raises(DataError, match=_at(path, ", line 2: no field 'sentence2'")):
+    get_processor("afqmc").get_dev_examples(tmp_path)
+  path = _write(tmp_path, "test.json", ['{"id": 0, "sentence1": "甲", "sentence2": "乙"}', "",
+                                        "not json"])
+  with pytest.raises(DataError, match=_at(path, ", line 3: not valid JSON")):
+    read_json_lines(path)
+
+
+def test_clue_predictions_file_has_each_rows_id_and_label_string(tmp_path):
+  path = tmp_path / "ocnli_predict.json"
+  path.write_text("stale")
+  assert write_clue_predictions("ocnli", np.array([[0.1, 0.7, 0.2], [0.0, 0.1, 0.9]]), path,
+                                ids=[12, 3]) == 2
+  assert path.read_text(encoding="utf-8") == ('{"id": 12, "label": "entailment"}\n'
+                                              '{"id": 3, "label": "neutral"}\n')
+  write_clue_predictions("tnews", [0, 14], path)  # no ids: the row index
+  assert [json.loads(line) for line in path.read_text().splitlines()] == [
+      {"id": 0, "label": "100"}, {"id": 1, "label": "116"}]
+  assert os.listdir(tmp_path) == ["ocnli_predict.json"]
+  with pytest.raises(ValueError, match=r"label ids in \[0, 2\)"):
+    write_clue_predictions("afqmc", [0, 2], tmp_path / "afqmc_predict.json")
+  with pytest.raises(ValueError, match="1 ids for 2 predictions"):
+    write_clue_predictions("afqmc", [0, 1], tmp_path / "afqmc_predict.json", ids=[5])
+

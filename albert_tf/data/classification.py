@@ -17,11 +17,18 @@ quote is text), but BOMs, CRLF and Latin-1 lines are tolerated; bad content is a
 naming the file and its 1-based line, a missing folder or file a FileNotFoundError naming the
 path. TensorFlow is imported only by the TFRecord functions. See SPEC.md, "Fine-tuning
 (original defaults)".
+
+The Chinese tasks read their released layouts (SPEC.md, "Chinese (albert_zh) practice"): the
+CLUE tasks `afqmc`, `tnews`, `iflytek`, `ocnli`, `cmnli`, `csl` (JSON lines), albert_zh's
+`lcqmc` (TSV train/dev/test.txt) and `chnsenticorp` (TSV with a header); their test guids are
+the rows' own `id`s (or row indexes), which `write_clue_predictions` writes to the CLUE
+submission file.
 """
 
 import codecs
 import csv
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -38,8 +45,12 @@ class DataError(ValueError):
 
 @dataclasses.dataclass
 class InputExample:
-  """One example: `text_b` is None for single-sentence tasks, `label` a str or a float."""
-  guid: str
+  """One example: `text_b` is None for single-sentence tasks, `label` a str or a float.
+
+  `guid` is a str, except for the test rows of a Chinese task: there it is the row's own `id`
+  as the file has it (an int in CLUE's files) or its 0-based index, the submission's `id`.
+  """
+  guid: object
   text_a: str
   text_b: str = None
   label: object = None
@@ -188,6 +199,9 @@ class DataProcessor:
   # Rows with too few columns are errors, except where the original skips them (QQP).
   skip_malformed_rows = False
   score_range = None    # (low, high) of a regression task's labels
+  # The submission file of --do_predict: "glue" (<TASK>.tsv, write_glue_predictions) or
+  # "clue" (<task>_predict.json, write_clue_predictions).
+  submission = "glue"
 
   @property
   def is_regression(self):
@@ -533,6 +547,205 @@ class CsvProcessor(DataProcessor):
     return examples
 
 
+# --- Chinese tasks: CLUE, LCQMC, ChnSentiCorp ------------------------------------------------
+def read_json_lines(path):
+  """`(line_number, object)` of every non-blank line of a JSON-lines file (1-based lines).
+
+  A BOM, CRLF line ends and a missing final newline are tolerated (CLUE's AFQMC files have
+  the last two); a line that is not a JSON object is a `DataError` naming the file and line.
+  """
+  rows = []
+  for number, line in enumerate(_decode_lines(path), 1):
+    if not line.strip():
+      continue
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataError(f"{path}, line {number}: not valid JSON ({e.msg})") from None
+    if not isinstance(row, dict):
+      raise DataError(f"{path}, line {number}: expected a JSON object, found "
+                      f"{type(row).__name__}")
+    rows.append((number, row))
+  return rows
+
+
+def _field(row, name, path, number):
+  if name not in row:
+    raise DataError(f"{path}, line {number}: no field {name!r} (fields: {sorted(row)})")
+  return row[name]
+
+
+def _text_field(row, name, path, number):
+  value = _field(row, name, path, number)
+  if not isinstance(value, str):
+    raise DataError(f"{path}, line {number}: field {name!r} is {type(value).__name__}, "
+                    "not a string")
+  return value
+
+
+UNLABELED = "-"  # CLUE's label of NLI pairs whose annotators reached no majority
+
+
+class ClueProcessor(DataProcessor):
+  """A CLUE classification task: train/dev/test.json, one JSON object a line.
+
+  `text_fields` name the fields of text_a (and text_b). Labels are strings (FewCLUE's numbers
+  are read as their strings). Rows labelled "-" are skipped, as CLUE's baselines skip them,
+  and counted in a warning. Test rows are unlabeled: the first label as placeholder and the
+  row's own `id` as guid (its 0-based index when the file has no ids).
+  """
+  submission = "clue"
+  text_fields = ("sentence1", "sentence2")
+  # Alternatives per split, first found wins; `folders` also accept CLUE's download names.
+  files = {"train": (("train.json",),), "dev": (("dev.json",),), "test": (("test.json",),)}
+
+  def _texts(self, row, path, number):
+    texts = [_text_field(row, name, path, number) for name in self.text_fields]
+    return texts[0], texts[1] if len(texts) > 1 else None
+
+  def _read_split(self, split_name, data_dir):
+    if split_name not in self.files:
+      raise ValueError(f"unknown split {split_name!r}")
+    folder = self.task_dir(data_dir)
+    (path,) = _find_files(folder, self.files[split_name], f"{self.name} {split_name} data")
+    rows = read_json_lines(path)
+    labeled = split_name != "test"
+    examples, unlabeled = [], 0
+    for n, (number, row) in enumerate(rows):
+      text_a, text_b = self._texts(row, path, number)
+      if labeled:
+        raw = str(_field(row, "label", path, number))
+        if raw.strip() == UNLABELED:
+          unlabeled += 1
+          continue
+        label, guid = _parse_label(raw, self.labels, path, number), f"{split_name}-{n}"
+      else:
+        label, guid = _placeholder_label(self.labels), row.get("id", n)
+      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    if unlabeled:
+      logger.warning("%s: skipped %d row(s) labelled %r (no gold label); read %d", path,
+                     unlabeled, UNLABELED, len(examples))
+    return examples
+
+
+class AfqmcProcessor(ClueProcessor):
+  """AFQMC: do two Ant Financial questions mean the same (1) or not (0)?"""
+  name = "afqmc"
+  folders = ("afqmc_public", "afqmc")
+  labels = ("0", "1")
+
+
+class TnewsProcessor(ClueProcessor):
+  """TNEWS: which of 15 news categories is a headline? Labels are codes "100".."116".
+
+  CLUE's code list skips 105 and 111; its baseline classifies `sentence` alone (`keywords`
+  and `label_desc` unused), and so do we.
+  """
+  name = "tnews"
+  folders = ("tnews_public", "tnews")
+  labels = tuple(str(100 + i) for i in range(17) if i not in (5, 11))
+  text_fields = ("sentence",)
+
+
+class IflytekProcessor(ClueProcessor):
+  """IFLYTEK: which of 119 app categories ("0".."118") does a description belong to?"""
+  name = "iflytek"
+  folders = ("iflytek_public", "iflytek")
+  labels = tuple(str(i) for i in range(119))
+  text_fields = ("sentence",)
+
+
+class OcnliProcessor(ClueProcessor):
+  """OCNLI: does sentence1 entail sentence2? "-" rows (no majority) are skipped.
+
+  The release's train file is train.50k.json (and a train.3k.json subset); train.json is
+  read first when present.
+  """
+  name = "ocnli"
+  folders = ("ocnli_public", "ocnli")
+  labels = _MNLI_LABELS
+  files = dict(ClueProcessor.files,
+               train=(("train.json",), ("train.50k.json",), ("train.3k.json",)))
+
+
+class CmnliProcessor(ClueProcessor):
+  """CMNLI: the Chinese MNLI/XNLI pairs of CLUE, OCNLI's fields and labels."""
+  name = "cmnli"
+  folders = ("cmnli_public", "cmnli")
+  labels = _MNLI_LABELS
+
+
+class CslProcessor(ClueProcessor):
+  """CSL: are the keywords (a list) the paper's own (1) or not (0), given its abstract?
+
+  As CLUE's baseline: text_a is the keywords joined by a space, text_b the abstract.
+  """
+  name = "csl"
+  folders = ("csl_public", "csl")
+  labels = ("0", "1")
+
+  def _texts(self, row, path, number):
+    keywords = _field(row, "keyword", path, number)
+    if not (isinstance(keywords, list) and all(isinstance(k, str) for k in keywords)):
+      raise DataError(f"{path}, line {number}: field 'keyword' must be a list of strings")
+    return " ".join(keywords), _text_field(row, "abst", path, number)
+
+
+class LcqmcProcessor(DataProcessor):
+  """LCQMC: do two questions ask the same (1) or not (0)? albert_zh's train/dev/test.txt.
+
+  Rows are `text_a<TAB>text_b<TAB>label`; test rows may lack the label, and their index is
+  the guid. albert_zh skips each file's first line unconditionally, which drops a row of the
+  headerless release; here the first row is skipped only when it is a header (a field
+  `label` or `text_a`).
+  """
+  name = "lcqmc"
+  folders = ("lcqmc", "LCQMC")
+  labels = ("0", "1")
+  submission = "clue"
+
+  def _read_split(self, split_name, data_dir):
+    if split_name not in ("train", "dev", "test"):
+      raise ValueError(f"unknown split {split_name!r}")
+    folder = self.task_dir(data_dir)
+    (path,) = _find_files(folder, ((f"{split_name}.txt",), (f"{split_name}.tsv",)),
+                          f"{self.name} {split_name} data")
+    rows = read_rows(path)
+    if {"label", "text_a"} & {field.strip().lower() for field in rows[0][1]}:
+      rows = rows[1:]
+    labeled = split_name != "test"
+    examples = []
+    for n, (number, fields) in enumerate(rows):
+      if len(fields) < (3 if labeled else 2):
+        raise DataError(f"{path}, line {number}: expected text_a, text_b"
+                        f"{', label' if labeled else ''} separated by tabs, found "
+                        f"{len(fields)} column(s)")
+      if labeled:
+        label, guid = _parse_label(fields[2], self.labels, path, number), f"{split_name}-{n}"
+      else:
+        label, guid = _placeholder_label(self.labels), n
+      examples.append(InputExample(guid=guid, text_a=fields[0], text_b=fields[1], label=label))
+    return examples
+
+
+class ChnSentiCorpProcessor(CsvProcessor):
+  """ChnSentiCorp: is a review positive (1) or negative (0)? TSV with header `label, text_a`.
+
+  train/dev/test.tsv; the test file's labels are ignored and its row index is the guid.
+  """
+  name = "chnsenticorp"
+  submission = "clue"
+
+  def __init__(self):
+    super().__init__("text_a", label_column="label", delimiter="\t", labels=("0", "1"))
+
+  def _read_split(self, split_name, data_dir):
+    examples = super()._read_split(split_name, data_dir)
+    if split_name == "test":
+      examples = [dataclasses.replace(e, guid=n) for n, e in enumerate(examples)]
+    return examples
+
+
 PROCESSORS = {
     "cola": ColaProcessor,
     "mnli": MnliProcessor,
@@ -546,6 +759,14 @@ PROCESSORS = {
     "sts-b": StsbProcessor,
     "wnli": WnliProcessor,
     "ax": AxProcessor,
+    "afqmc": AfqmcProcessor,
+    "tnews": TnewsProcessor,
+    "iflytek": IflytekProcessor,
+    "ocnli": OcnliProcessor,
+    "cmnli": CmnliProcessor,
+    "csl": CslProcessor,
+    "lcqmc": LcqmcProcessor,
+    "chnsenticorp": ChnSentiCorpProcessor,
     "csv": CsvProcessor,
 }
 
@@ -738,10 +959,7 @@ def write_glue_predictions(task_name, predictions, path, guids=None):
       raise ValueError("predictions hold NaN or infinity")
     rows += [f"{guid}\t{float(p):.6f}" for guid, p in zip(guids, predictions)]
   else:
-    ids = predictions.astype(np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= len(labels) or np.any(ids != predictions)):
-      raise ValueError(f"predictions must be label ids in [0, {len(labels)}) for "
-                       f"{processor.name}")
+    ids = _label_ids(predictions, labels, processor.name)
     rows += [f"{guid}\t{labels[i]}" for guid, i in zip(guids, ids)]
   path = os.fspath(path)
   folder = os.path.dirname(os.path.abspath(path))
@@ -757,3 +975,45 @@ def write_glue_predictions(task_name, predictions, path, guids=None):
       os.remove(temp)
     raise
   return len(guids)
+
+
+def _label_ids(predictions, labels, task):
+  """int64 label ids [n] of `predictions` (ids, or scores [n, num_labels] argmaxed)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  predictions = np.asarray(predictions)
+  if predictions.ndim == 2:
+    predictions = predictions.argmax(axis=-1)
+  if predictions.ndim != 1:
+    raise ValueError(f"predictions must have shape [n], got {predictions.shape}")
+  ids = predictions.astype(np.int64)
+  if ids.size and (ids.min() < 0 or ids.max() >= len(labels) or np.any(ids != predictions)):
+    raise ValueError(f"predictions must be label ids in [0, {len(labels)}) for {task}")
+  return ids
+
+
+def write_clue_predictions(task_name, predictions, path, ids=None):
+  """Writes a CLUE submission file: one JSON line per example, `{"id": .., "label": ".."}`.
+
+  Args:
+    task_name: a task name or processor with a label set (a Chinese task).
+    predictions: label ids [n], or scores [n, num_labels] (argmaxed); written as label strings.
+    path: the file (`<task>_predict.json`), replaced atomically.
+    ids: each row's `id`, e.g. the test examples' guids (the test file's own ids, kept as
+      the file has them); default 0..n-1.
+  Returns:
+    the number of rows written.
+  """
+  from albert_tf import guards  # pylint: disable=g-import-not-at-top
+  processor = get_processor(task_name)
+  labels = processor.get_labels()
+  if labels is None:
+    raise ValueError(f"{processor.name} is a regression task; CLUE submissions hold labels")
+  label_ids = _label_ids(predictions, labels, processor.name)
+  ids = list(range(len(label_ids))) if ids is None else list(ids)
+  if len(ids) != len(label_ids):
+    raise ValueError(f"{len(ids)} ids for {len(label_ids)} predictions")
+  # ensure_ascii=False: ids and labels stay readable (CLUE's own files are utf-8).
+  text = "".join(json.dumps({"id": i, "label": labels[p]}, ensure_ascii=False) + "\n"
+                 for i, p in zip(ids, label_ids))
+  guards.write_text_atomically(os.fspath(path), text)
+  return len(ids)
