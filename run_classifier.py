@@ -1,10 +1,18 @@
-"""Fine-tunes ALBERT on a GLUE task or your own CSV/TSV (the original script's flags).
+"""Fine-tunes ALBERT on a GLUE or Chinese (CLUE) task or your own CSV/TSV (the original's flags).
 
   python run_classifier.py --task_name=sst-2 --data_dir=glue/SST-2 --output_dir=runs/sst2 \
       --albert_config_file=albert_base/albert_config.json \
       --init_checkpoint=albert_base/model.ckpt-best --spm_model_file=albert_base/30k-clean.model \
       --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=32 \
       --learning_rate=1e-5 --train_step=20935 --warmup_step=1256
+
+Chinese tasks read their released files with albert_zh's WordPiece vocabulary; --do_predict
+writes the CLUE submission `<task>_predict.json` (one `{"id", "label"}` line per test row):
+
+  python run_classifier.py --task_name=afqmc --data_dir=clue/afqmc --output_dir=runs/afqmc \
+      --albert_config_file=configs/albert_tiny_zh.json --vocab_file=albert_zh/vocab.txt \
+      --init_checkpoint=albert_tiny_zh/albert_model.ckpt --do_train --do_eval --do_predict \
+      --max_seq_length=128 --learning_rate=1e-4
 
 The starting point may be one of our checkpoints, an original TF1 checkpoint, or an encoder
 SavedModel from export_savedmodel.py (--albert_hub_module_handle=exported/encoder).
@@ -23,7 +31,9 @@ FLAGS = flags.FLAGS
 _D = ClassifierOptions()
 
 flags.DEFINE_string("task_name", None, "GLUE task (cola, mnli, mnli-mm, mrpc, qnli, qqp, rte, "
-                    "sst-2, sts-b, wnli, ax) or 'csv' for your own data.")
+                    "sst-2, sts-b, wnli, ax), Chinese task (afqmc, tnews, iflytek, ocnli, "
+                    "cmnli, csl: CLUE's JSON lines; lcqmc: albert_zh's train/dev/test.txt; "
+                    "chnsenticorp: TSV with header label, text_a) or 'csv' for your own data.")
 flags.DEFINE_string("data_dir", None, "Folder with the task's train/dev/test files.")
 flags.DEFINE_string("output_dir", None, "Checkpoints, eval_results.txt, predictions.")
 flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
@@ -36,7 +46,8 @@ flags.DEFINE_bool("do_lower_case", _D.do_lower_case, "Lowercase the input.")
 flags.DEFINE_integer("max_seq_length", _D.max_seq_length, "Sequence length.")
 flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate on dev (and keep the best checkpoint).")
-flags.DEFINE_bool("do_predict", False, "Write test-set predictions (GLUE submission format).")
+flags.DEFINE_bool("do_predict", False, "Write test-set predictions: GLUE's <TASK>.tsv, or for "
+                  "a Chinese task CLUE's <task>_predict.json (each test row's own id).")
 flags.DEFINE_integer("train_batch_size", _D.train_batch_size, "Global train batch.")
 flags.DEFINE_integer("eval_batch_size", _D.eval_batch_size, "Eval batch.")
 flags.DEFINE_integer("predict_batch_size", _D.predict_batch_size, "Predict batch.")

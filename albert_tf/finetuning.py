@@ -337,10 +337,13 @@ class ClassifierRunner(FineTuner):
     o = self.options
     examples, path = self._records("test")
     outputs, _ = self._predict(path, o.predict_batch_size)
-    name = f"{self.processor.name.upper()}.tsv"
-    target = os.path.join(o.output_dir, name)
-    classification.write_glue_predictions(self.processor, outputs, target,
-                                          guids=[e.guid for e in examples])
+    guids = [e.guid for e in examples]
+    if self.processor.submission == "clue":  # Chinese tasks: CLUE's JSON-lines submission
+      target = os.path.join(o.output_dir, f"{self.processor.name}_predict.json")
+      classification.write_clue_predictions(self.processor, outputs, target, ids=guids)
+    else:
+      target = os.path.join(o.output_dir, f"{self.processor.name.upper()}.tsv")
+      classification.write_glue_predictions(self.processor, outputs, target, guids=guids)
     logger.info("Wrote %d test predictions to %s", len(examples), target)
     return target
 

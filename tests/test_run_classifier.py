@@ -1,5 +1,7 @@
-"""run_classifier: GLUE tasks on the real files, every output, starting points, bad input."""
+"""run_classifier: GLUE and CLUE tasks on the real files, every output, starting points, bad
+input."""
 
+import json
 import subprocess
 import sys
 
@@ -14,6 +16,8 @@ from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 GLUE = SHARED_DATA / "glue"
+CLUE = SHARED_DATA / "chinese" / "clue"
+ZH_VOCAB = SHARED_DATA / "chinese" / "albert_zh" / "vocab.txt"
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +27,7 @@ def cache(tmp_path_factory):
 
 def opts(task, out, cache, **changes):
   base = dict(task_name=task, data_dir=str(GLUE / {"sst-2": "SST-2", "sts-b": "STS-B",
-                                                   "cola": "CoLA"}[task]),
+                                                   "cola": "CoLA"}.get(task, task)),
               output_dir=str(out), albert_config_file=str(ROOT / "configs" / "tiny.json"),
               spm_model_file=str(SPM), max_seq_length=32, do_train=True, do_eval=True,
               train_batch_size=16, eval_batch_size=128, predict_batch_size=128, train_step=6,
@@ -128,3 +132,21 @@ def test_cached_features_of_other_data_are_rebuilt_not_reused(cache, tmp_path):
     ids.append(list(tf.train.Example.FromString(record.numpy()).features.feature[
         "input_ids"].int64_list.value))
   assert ids[0] != ids[1]  # same file name in the cache, other data: rebuilt
+
+
+def test_real_data_ocnli_writes_a_clue_submission_with_the_test_files_ids(cache, tmp_path):
+  config = tmp_path / "tiny_zh.json"  # tiny.json's shape with albert_zh's vocabulary
+  AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(vocab_size=21128) \
+      .to_json_file(config)
+  results = run_classifier(opts("ocnli", tmp_path, cache, data_dir=str(CLUE / "ocnli"),
+                                albert_config_file=str(config), spm_model_file=None,
+                                vocab_file=str(ZH_VOCAB), train_step=3, do_predict=True,
+                                eval_batch_size=512, predict_batch_size=512))
+  assert results["global_step"] == 3 and 0.0 <= results["accuracy"] <= 1.0
+  test_ids = [json.loads(line)["id"] for line in
+              (CLUE / "ocnli" / "test.json").read_text(encoding="utf-8").splitlines()]
+  rows = [json.loads(line) for line in lines(tmp_path / "ocnli_predict.json")]
+  assert [r["id"] for r in rows] == test_ids
+  assert {r["label"] for r in rows} <= {"entailment", "neutral", "contradiction"}
+  assert not (tmp_path / "OCNLI.tsv").exists()
+
