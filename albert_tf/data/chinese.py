@@ -38,7 +38,23 @@ def segmentation_metadata():
 
 def is_chinese_word(word):
   """True for a jieba word of two or more characters, all CJK ideographs."""
-  return len(word) > 1 and all(_is_cjk_char(ord(c)) for c in word)
+  return len(word) > 1 and _all_cjk(word)
+
+
+def _all_cjk(text):
+  return all(_is_cjk_char(ord(c)) for c in text)
+
+
+def _pieces(tokenizer, text, cache):
+  """(ids, word starts) of `text`; short texts (single characters, punctuation) are cached."""
+  found = cache.get(text)
+  if found is None:
+    pieces = tokenizer.tokenize(text)
+    found = (tokenizer.convert_tokens_to_ids(pieces),
+             [tokenizer.is_word_start(p) for p in pieces])
+    if len(text) <= 2:
+      cache[text] = found
+  return found
 
 
 def encode_with_word_starts(tokenizer, line, cache):
@@ -47,7 +63,8 @@ def encode_with_word_starts(tokenizer, line, cache):
   Args:
     tokenizer: a WordPiece `FullTokenizer`.
     line: raw text.
-    cache: a dict this function fills (character -> its ids); pass the same one for every line.
+    cache: a dict this function fills (short texts -> their ids and word starts); pass the
+      same one for every line of the same tokenizer.
 
   Returns:
     (ids, word_starts): lists of equal length. `ids` equals `tokenizer.encode_ids([line])[0]`;
@@ -55,28 +72,25 @@ def encode_with_word_starts(tokenizer, line, cache):
     and for a `##` piece, else True.
   """
   ids, starts = [], []
-  pending = []  # text between Chinese words, tokenized in one call
+  pending = []  # words between CJK ones, tokenized together
 
   def flush():
     if pending:
-      pieces = tokenizer.tokenize("".join(pending))
-      ids.extend(tokenizer.convert_tokens_to_ids(pieces))
-      starts.extend(tokenizer.is_word_start(p) for p in pieces)
+      found_ids, found_starts = _pieces(tokenizer, "".join(pending), cache)
+      ids.extend(found_ids)
+      starts.extend(found_starts)
       pending.clear()
 
   for word in jieba.lcut(line.strip()):
-    if not is_chinese_word(word):
+    if not _all_cjk(word):
       pending.append(word)
       continue
-    # The basic tokenizer splits text around every CJK character, so tokenizing the text
-    # between Chinese words apart, and each of their characters alone, gives the line's pieces.
+    # The basic tokenizer splits text around every CJK character, so tokenizing each CJK
+    # character alone, and the text between them in one piece, gives the line's pieces.
     flush()
     for k, char in enumerate(word):
-      char_ids = cache.get(char)
-      if char_ids is None:
-        char_ids = cache[char] = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(char))
-      for piece_id in char_ids:
-        ids.append(piece_id)
-        starts.append(k == 0)
+      char_ids, char_starts = _pieces(tokenizer, char, cache)
+      ids.extend(char_ids)
+      starts.extend(char_starts if k == 0 else [False] * len(char_ids))
   flush()
   return ids, starts
