@@ -10,9 +10,10 @@ Chinese tasks read their released files with albert_zh's WordPiece vocabulary; -
 writes the CLUE submission `<task>_predict.json` (one `{"id", "label"}` line per test row):
 
   python run_classifier.py --task_name=afqmc --data_dir=clue/afqmc --output_dir=runs/afqmc \
-      --albert_config_file=configs/albert_tiny_zh.json --vocab_file=albert_zh/vocab.txt \
-      --init_checkpoint=albert_tiny_zh/albert_model.ckpt --do_train --do_eval --do_predict \
-      --max_seq_length=128 --learning_rate=1e-4
+      --albert_config_file=configs/albert_base_zh.json \
+      --vocab_file=albert_base_zh/vocab_chinese.txt \
+      --init_checkpoint=albert_base_zh/model.ckpt-best --do_train --do_eval --do_predict \
+      --max_seq_length=128 --learning_rate=2e-5
 
 The starting point may be one of our checkpoints, an original TF1 checkpoint, or an encoder
 SavedModel from export_savedmodel.py (--albert_hub_module_handle=exported/encoder).
