@@ -97,10 +97,6 @@ class SquadRunner(FineTuner):
                        "models) or --vocab_file (WordPiece, e.g. albert_zh)")
     if o.eval_metric not in EVAL_METRICS:
       raise ValueError(f"--eval_metric={o.eval_metric} is not one of {', '.join(EVAL_METRICS)}")
-    if o.export_dir and not o.spm_model_file:
-      # Checked before training, so a long run does not end in this error.
-      raise ValueError("--export_dir needs --spm_model_file: the serving model's in-graph "
-                       "answer alignment is SentencePiece only so far")
     if o.eval_metric == "cmrc2018" and o.version_2_with_negative:
       raise ValueError("--eval_metric=cmrc2018 scores answerable questions only; it does not "
                        "go with --version_2_with_negative")
@@ -303,6 +299,7 @@ class SquadRunner(FineTuner):
     if threshold is None:
       threshold = self.null_score_diff_threshold
     path = export_squad(self.model, o.export_dir, spm_model_file=o.spm_model_file,
+                        vocab_file=None if o.spm_model_file else o.vocab_file,
                         do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length,
                         doc_stride=o.doc_stride, max_query_length=o.max_query_length,
                         n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,

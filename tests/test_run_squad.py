@@ -276,14 +276,40 @@ def _zh_options(tmp_path, **changes):
                       **changes)
 
 
-def test_cmrc_trains_and_predicts_with_wordpiece_and_scores_with_the_cmrc_metric(tmp_path):
-  """Real CMRC 2018 questions: a few training steps, then predictions whose character spans
-  are their text, scored (auto: WordPiece over Chinese contexts) by the CMRC 2018 metric."""
-  options = _zh_options(tmp_path, train_file=str(CMRC_TRAIN), predict_file=str(CMRC_TRAIN),
+@pytest.fixture(scope="module")
+def zh(tmp_path_factory):
+  """A few training steps on real CMRC 2018 questions and prediction on them."""
+  tmp = tmp_path_factory.mktemp("squad_zh")
+  options = _zh_options(tmp, train_file=str(CMRC_TRAIN), predict_file=str(CMRC_TRAIN),
                         do_train=True, do_predict=True, num_train_epochs=2)
-  metrics = run_squad(options)
-  out = tmp_path / "out"
-  data = squad_data.load_squad_json(str(CMRC_TRAIN))
+  return dict(metrics=run_squad(options), out=tmp / "out", options=options,
+              data=squad_data.load_squad_json(str(CMRC_TRAIN)))
+
+
+@pytest.fixture(scope="module")
+def zh_serving(zh):
+  """The serving module of `zh`'s trained weights, in process: what `--export_dir` saves
+  (saving and loading it, as the English tests do, would double this test's time)."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.checkpoints import load_checkpoint
+  from albert_tf.config import AlbertConfig
+  from albert_tf.export.preprocessing import InGraphTokenizer
+  from albert_tf.export.squad_serving import SquadServing
+  from albert_tf.modeling.squad import AlbertSquad
+  from albert_tf.tokenization import FullTokenizer
+  # pylint: enable=g-import-not-at-top
+  o = zh["options"]
+  model = AlbertSquad(AlbertConfig.from_json_file(o.albert_config_file))
+  load_checkpoint(model, o.output_dir)
+  return SquadServing(model, InGraphTokenizer(vocab_file=ZH_VOCAB),
+                      FullTokenizer(vocab_file=ZH_VOCAB), o.max_seq_length, o.doc_stride,
+                      o.max_query_length, o.n_best_size, o.max_answer_length)
+
+
+def test_cmrc_trains_and_predicts_with_wordpiece_and_scores_with_the_cmrc_metric(zh):
+  """Predictions whose character spans are their text, scored (auto: WordPiece over Chinese
+  contexts) by the CMRC 2018 metric."""
+  out, data, metrics = zh["out"], zh["data"], zh["metrics"]
   predictions = json.loads((out / "predictions.json").read_text())
   nbest = json.loads((out / "nbest_predictions.json").read_text())
   contexts = {qid: c for qid, _, c in _questions(data)}
@@ -306,6 +332,32 @@ def test_cmrc_flags_that_cannot_work_fail_before_training(tmp_path):
   with pytest.raises(ValueError, match="cmrc2018 .* --version_2_with_negative"):
     run_squad(_zh_options(tmp_path, do_predict=True, predict_file=str(CMRC_TRAIN),
                           eval_metric="cmrc2018", version_2_with_negative=True))
-  with pytest.raises(ValueError, match="--export_dir needs --spm_model_file"):
-    run_squad(_zh_options(tmp_path, do_predict=True, predict_file=str(CMRC_TRAIN),
-                          export_dir=str(tmp_path / "export")))
+
+
+def test_cmrc_serving_answers_raw_chinese_as_run_squad_predicts(zh, zh_serving):
+  predictions = json.loads((zh["out"] / "predictions.json").read_text())
+  ids, questions, contexts = zip(*_questions(zh["data"]))
+  out = zh_serving(tf.constant(questions), tf.constant(contexts))
+  answers = [a.decode("utf-8") for a in out["answer"].numpy()]
+  assert answers == [predictions[q] for q in ids]
+  for context, answer, start, end in zip(contexts, answers, out["start"].numpy(),
+                                         out["end"].numpy()):
+    assert context[start:end] == answer
+
+
+def test_cmrc_serving_piece_offsets_equal_run_squads(zh_serving):
+  """Real CMRC trial contexts and a traditional / mixed-script string: the in-graph WordPiece
+  alignment gives every piece the characters tokenization.offsets gives it."""
+  from albert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  from albert_tf.tokenization.offsets import encode_with_offsets  # pylint: disable=g-import-not-at-top
+  trial = SHARED_DATA / "chinese" / "mrc" / "cmrc2018_trial.json"
+  contexts = sorted({c for _, _, c in _questions(squad_data.load_squad_json(str(trial)))})
+  contexts.append("臺北101（Taipei 101）É\u0301cole ﬁsh a\u200bb ΟΔΟΣ 中\x00文 中\u0301 한국 ½")
+  ids, first, last = (t.to_list() for t in zh_serving.context_pieces(tf.constant(contexts)))
+  tokenizer = FullTokenizer(vocab_file=ZH_VOCAB)
+  for row, context in enumerate(contexts):
+    raw = context.encode("utf-8")
+    expected = encode_with_offsets(tokenizer, context)
+    assert ids[row] == expected[0]
+    got = [raw[b:e + 1].decode("utf-8") for b, e in zip(first[row], last[row])]
+    assert got == [context[b:e + 1] for b, e in zip(expected[1], expected[2])]

@@ -17,17 +17,39 @@ the exported `null_score_diff_threshold`.
 Piece offsets are those of `tokenization.offsets` (what run_squad uses) except in the rare
 word whose characters normalise differently alone than together (a character whose NFKD
 form holds a space): there every piece spans the whole word.
+
+With a WordPiece vocabulary (albert_zh: unspaced Chinese) the context is first cut into
+BERT's basic words with their byte offsets (at whitespace; each CJK character and punctuation
+mark a word of its own), each word tokenized alone, and a piece spans the raw characters of
+its part of the word (`##` pieces included, an [UNK] the whole word), as in
+`tokenization.offsets`. The same caveat holds for the rare character that becomes
+punctuation only once lowercased and stripped of accents: its word's pieces span the word.
 """
+
+import functools
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export.preprocessing import (InGraphTokenizer, _ragged_gather_runs,
-                                            _space_class, _valid_utf8)
+                                            _space_class, _valid_utf8, _wordpiece_classes)
 from albert_tf.export.task_models import _save
 from albert_tf.tokenization import SPIECE_UNDERLINE, FullTokenizer
+from albert_tf.tokenization.offsets import wordpiece_char_length
 
 _NEG_INF = float("-inf")
+
+
+@functools.lru_cache(maxsize=None)
+def _wordpiece_char_lengths(do_lower_case):
+  """`wordpiece_char_length` of every code point, as runs: (first code points, lengths)."""
+  starts, lengths = [], []
+  for cp in range(0x110000):
+    n = 1 if 0xD800 <= cp < 0xE000 else wordpiece_char_length(chr(cp), do_lower_case)
+    if not lengths or lengths[-1] != n:
+      starts.append(cp)
+      lengths.append(n)
+  return starts, lengths
 
 
 def _column(value, rows, dtype=tf.int32):
@@ -50,6 +72,14 @@ class SquadServing(tf.Module):
     self.max_query_length, self.n_best_size = max_query_length, n_best_size
     self.max_answer_length = max_answer_length
     self.null_score_diff_threshold = null_score_diff_threshold
+    self._space = _space_class() + "+"
+    if reference.is_spm:
+      self._build_spm(reference)
+    else:
+      self._build_wordpiece(reference)
+
+  def _build_spm(self, reference):
+    """Tables of the SentencePiece alignment: bytes per piece, the characters it knows."""
     pieces = reference.convert_ids_to_tokens(range(reference.vocab_size))
     # Bytes each piece covers in the normalised word; -1 for <unk> (its surface varies).
     lengths = [len(p.replace(SPIECE_UNDERLINE, "").encode("utf-8")) for p in pieces]
@@ -61,11 +91,27 @@ class SquadServing(tf.Module):
     self._known_chars = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(tf.constant(known), tf.ones([len(known)], tf.int64)),
         default_value=0)
-    self._space = _space_class() + "+"
+
+  def _build_wordpiece(self, reference):
+    """Tables of the WordPiece alignment: characters per piece and per raw character."""
+    pieces = reference.convert_ids_to_tokens(range(reference.vocab_size))
+    # Characters each piece covers in its normalised word ("##" is no character of it);
+    # -1 for [UNK] (it spans its whole word).
+    lengths = [len(p) - 2 if p.startswith("##") and len(p) > 2 else len(p) for p in pieces]
+    lengths[reference.unk_id] = -1
+    self._piece_chars = tf.constant(lengths, tf.int64)
+    starts, char_lengths = _wordpiece_char_lengths(reference.do_lower_case)
+    self._char_run_starts = tf.constant(starts, tf.int32)
+    self._char_run_lengths = tf.constant(char_lengths, tf.int64)
+    _, space, cjk, punctuation = _wordpiece_classes()
+    self._word_split = f"{space}+|{cjk}|{punctuation}"
+    self._word_keep = f"{cjk}|{punctuation}"
 
   # --- context pieces and their byte spans ---------------------------------------------------
   def _context_pieces(self, context):
     """ids, first byte and last byte (inclusive) of every context piece: ragged [batch, (n)].
+
+    SentencePiece here; WordPiece in `_wordpiece_context_pieces`.
 
     Within a word, pieces lie on the normalised word; each raw character is normalised on its
     own (as `tokenization.offsets` does) to learn which normalised bytes it became, and a piece
@@ -73,6 +119,8 @@ class SquadServing(tf.Module):
     before the next piece. Where that per-character view disagrees with the whole word's
     normalisation, its pieces span the whole word.
     """
+    if not self.tokenizer.is_spm:
+      return self._wordpiece_context_pieces(context)
     words, begin, end = tf_text.regex_split_with_offsets(context, self._space, "")
     flat_words = words.flat_values
     n_words = tf.shape(flat_words, out_type=tf.int64)[0]
@@ -150,6 +198,73 @@ class SquadServing(tf.Module):
                     word_end - 1)
     # A zero-width piece ("▁" before a character SentencePiece cannot join) covers nothing.
     last = tf.where(exact & tf.equal(length, 0), first - 1, last)
+
+    def per_example(values):
+      return tf.RaggedTensor.from_nested_row_splits(
+          values, [words.row_splits, ids.row_splits], validate=False).merge_dims(1, 2)
+    return per_example(ids.flat_values), per_example(first), per_example(last)
+
+  def _wordpiece_context_pieces(self, context):
+    """`_context_pieces` for WordPiece: the pieces of each basic word lie one after another
+    on the word's normalised characters; each raw character counts the characters it
+    normalises to alone (0 when dropped: a dropped one joins the piece before it). A word
+    with an [UNK], or whose pieces do not add up to its characters, has every piece span it.
+    """
+    # regex_split_with_offsets stops at a NUL byte; U+0001 is as long and as dropped.
+    context = tf.strings.regex_replace(context, r"\x00", "\x01")
+    words, begin, end = tf_text.regex_split_with_offsets(context, self._word_split,
+                                                         self._word_keep)
+    flat_words = words.flat_values
+    n_words = tf.shape(flat_words, out_type=tf.int64)[0]
+    ids = self.tokenizer.tokenize(flat_words)  # [words, (pieces)]
+    word_of_piece = ids.value_rowids()
+    length = tf.gather(self._piece_chars, tf.cast(ids.flat_values, tf.int64))
+    codepoints = tf.strings.unicode_decode(flat_words, "UTF-8")  # [words, (chars)]
+    cp = codepoints.flat_values
+    run = tf.searchsorted(self._char_run_starts, cp, side="right") - 1
+    char_norm = tf.gather(self._char_run_lengths, run)
+    char_raw = tf.cast(1 + tf.cast(cp >= 0x80, tf.int32) + tf.cast(cp >= 0x800, tf.int32)
+                       + tf.cast(cp >= 0x10000, tf.int32), tf.int64)  # utf-8 bytes
+    char_word = codepoints.value_rowids()
+    normalized = tf.math.unsorted_segment_sum(char_norm, char_word, n_words)
+    consistent = (tf.equal(tf.math.unsorted_segment_sum(tf.cast(length < 0, tf.int64),
+                                                        word_of_piece, n_words), 0)
+                  & tf.equal(tf.math.unsorted_segment_sum(length, word_of_piece, n_words),
+                             normalized))
+    length = tf.maximum(length, 0)
+    piece_start = tf.math.cumsum(length, exclusive=True)  # in the normalised word
+    piece_start -= tf.gather(piece_start, tf.gather(ids.row_starts(), word_of_piece))
+    piece_end = piece_start + length
+
+    norm_end = codepoints.with_flat_values(tf.math.cumsum(char_norm))
+    norm_end -= tf.expand_dims(tf.gather(tf.concat([[0], norm_end.flat_values], 0),
+                                         codepoints.row_starts()), 1)
+    raw_start = codepoints.with_flat_values(tf.math.cumsum(char_raw, exclusive=True))
+    raw_start -= tf.expand_dims(tf.gather(raw_start.flat_values, codepoints.row_starts()), 1)
+    raw_end = raw_start + codepoints.with_flat_values(char_raw)
+    table = norm_end.to_tensor(tf.int64.max)
+
+    def char_holding(position):  # per word: how many characters end at or before it
+      found = tf.searchsorted(table, ids.with_flat_values(position).to_tensor(0),
+                              side="right", out_type=tf.int64)
+      return tf.RaggedTensor.from_tensor(found, lengths=ids.row_lengths()).flat_values
+    first_char = char_holding(piece_start)
+    # The character of the piece's last normalised character, and the dropped ones (0 long)
+    # right after it.
+    last_char = tf.maximum(char_holding(piece_end - 1), char_holding(piece_end) - 1)
+    n_chars = tf.gather(codepoints.row_lengths(), word_of_piece)
+    first_char = tf.clip_by_value(first_char, 0, tf.maximum(n_chars - 1, 0))
+    last_char = tf.clip_by_value(last_char, first_char, tf.maximum(n_chars - 1, 0))
+    char_base = tf.gather(codepoints.row_starts(), word_of_piece)
+    flat_raw_start = tf.concat([raw_start.flat_values, [0]], 0)
+    flat_raw_end = tf.concat([raw_end.flat_values, [0]], 0)
+    word_begin = tf.gather(begin.flat_values, word_of_piece)
+    word_end = tf.gather(end.flat_values, word_of_piece)
+    exact = tf.gather(consistent, word_of_piece)
+    first = tf.where(exact, word_begin + tf.gather(flat_raw_start, char_base + first_char),
+                     word_begin)
+    last = tf.where(exact, word_begin + tf.gather(flat_raw_end, char_base + last_char) - 1,
+                    word_end - 1)
 
     def per_example(values):
       return tf.RaggedTensor.from_nested_row_splits(
@@ -302,12 +417,15 @@ class SquadServing(tf.Module):
             tf.gather(end_index, best, batch_dims=1))
 
 
-def export_squad(squad_model, export_dir, spm_model_file, do_lower_case=True,
+def export_squad(squad_model, export_dir, spm_model_file=None, do_lower_case=True,
                  max_seq_length=384, doc_stride=128, max_query_length=64, n_best_size=20,
-                 max_answer_length=30, null_score_diff_threshold=None):
-  """Writes the serving SavedModel (atomically) and returns its path."""
-  tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, do_lower_case=do_lower_case)
-  reference = FullTokenizer(spm_model_file=spm_model_file, do_lower_case=do_lower_case)
+                 max_answer_length=30, null_score_diff_threshold=None, vocab_file=None):
+  """Writes the serving SavedModel (atomically) and returns its path. SentencePiece with
+  `spm_model_file`, else WordPiece with `vocab_file`."""
+  tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                               do_lower_case=do_lower_case)
+  reference = FullTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                            do_lower_case=do_lower_case)
   module = SquadServing(squad_model, tokenizer, reference, max_seq_length, doc_stride,
                         max_query_length, n_best_size, max_answer_length,
                         null_score_diff_threshold)

@@ -143,6 +143,16 @@ def _lower_and_strip_accents(text):
   return "".join(c for c in text if unicodedata.category(c) != "Mn")
 
 
+def wordpiece_char_length(char, do_lower_case):
+  """How many characters of a word `_basic_tokenize` makes of `char` found inside one: 0 for
+  what the cleaning (or, lowercasing, the accent stripping) drops. Taken alone, as the
+  alignment here (and the serving graph's) takes each character."""
+  cp = ord(char)
+  if cp == 0 or cp == 0xFFFD or _is_control(char):
+    return 0
+  return len(_lower_and_strip_accents(char)) if do_lower_case else 1
+
+
 def _basic_words_with_origins(text, do_lower_case):
   """`_basic_tokenize(text)` as (word, firsts, lasts) triples: word[k] came from the raw
   characters firsts[k]..lasts[k] of `text` (inclusive): its own, plus those the cleaning or
