@@ -10,9 +10,10 @@
 Chinese (CMRC 2018, DRCD) with albert_zh's WordPiece vocabulary, scored by the CMRC 2018 metric:
 
   python run_squad.py --train_file=cmrc2018_train.json --predict_file=cmrc2018_dev.json \
-      --output_dir=runs/cmrc --albert_config_file=configs/albert_tiny_zh.json \
-      --init_checkpoint=albert_tiny_zh/albert_model.ckpt --vocab_file=albert_tiny_zh/vocab.txt \
-      --do_train --do_predict --max_seq_length=512 --eval_metric=cmrc2018
+      --output_dir=runs/cmrc --albert_config_file=configs/albert_base_zh.json \
+      --init_checkpoint=albert_base_zh/model.ckpt-best \
+      --vocab_file=albert_base_zh/vocab_chinese.txt --do_train --do_predict \
+      --max_seq_length=512 --learning_rate=3e-5 --eval_metric=cmrc2018 --export_dir=runs/serve_zh
 
 Outputs in --output_dir: checkpoints, predictions.json, nbest_predictions.json, null_odds.json
 (v2), eval_results.txt (official EM/F1 over the questions of --predict_file that have
