@@ -348,8 +348,10 @@ def test_cmrc_serving_answers_raw_chinese_as_run_squad_predicts(zh, zh_serving):
 def test_cmrc_serving_piece_offsets_equal_run_squads(zh_serving):
   """Real CMRC trial contexts and a traditional / mixed-script string: the in-graph WordPiece
   alignment gives every piece the characters tokenization.offsets gives it."""
-  from albert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
-  from albert_tf.tokenization.offsets import encode_with_offsets  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.tokenization import FullTokenizer
+  from albert_tf.tokenization.offsets import encode_with_offsets
+  # pylint: enable=g-import-not-at-top
   trial = SHARED_DATA / "chinese" / "mrc" / "cmrc2018_trial.json"
   contexts = sorted({c for _, _, c in _questions(squad_data.load_squad_json(str(trial)))})
   contexts.append("臺北101（Taipei 101）É\u0301cole ﬁsh a\u200bb ΟΔΟΣ 中\x00文 中\u0301 한국 ½")
