@@ -125,35 +125,26 @@ def test_saved_model_cli_shows_and_runs_the_signatures(exported):
   assert "pooled_output" in ran.stdout
 
 
-def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_another_shape(exported,
-                                                                               tmp_path):
+def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_another_shape(
+    exported, native_bundle, tmp_path):
   model, _, folder = exported
-  base = [sys.executable, str(ROOT / "export_savedmodel.py"),
-          f"--checkpoint={folder / 'tf1' / 'model.ckpt'}", "--max_seq_length=16"]
-  config = tmp_path / "config.json"
-  model.config.to_json_file(config)
-  spm = ROOT.parent / "shared" / "data" / "sentencepiece" / "spiece.model"
-  ok = subprocess.run(base + [f"--albert_config_file={config}", f"--spm_model_file={spm}",
-                              f"--export_dir={tmp_path / 'out'}", "--jit_compile"],
-                      capture_output=True, text=True, timeout=300)
-  assert ok.returncode == 0, ok.stderr[-2000:]
+  paths, _, _, log = native_bundle  # export_savedmodel.py --jit_compile, run by the fixture
   for name in ("encoder", "preprocessing", "fill_mask"):
-    assert (tmp_path / "out" / name / "saved_model.pb").exists(), name
+    assert (pathlib.Path(paths[name]) / "saved_model.pb").exists(), name
+    assert f"exported {name}: {paths[name]}" in log
   # --jit_compile reaches the encoder only (string ops cannot be XLA-compiled).
-  assert b"_XlaMustCompile" in (tmp_path / "out" / "encoder" / "saved_model.pb").read_bytes()
-  assert b"_XlaMustCompile" not in (tmp_path / "out" / "fill_mask" / "saved_model.pb").read_bytes()
-  import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops for loading)
-  fill_mask = tf.saved_model.load(str(tmp_path / "out" / "fill_mask"))
-  answer = fill_mask.signatures["serving_default"](text=tf.constant(["a [MASK] day"]))
-  assert answer["top_tokens"].shape[-1] == 5
+  assert b"_XlaMustCompile" in (pathlib.Path(paths["encoder"]) / "saved_model.pb").read_bytes()
+  assert b"_XlaMustCompile" not in (pathlib.Path(paths["fill_mask"]) /
+                                    "saved_model.pb").read_bytes()
   ran = subprocess.run([sys.executable, "-m", "albert_tf.export.saved_model_cli", "run",
-                        "--dir", str(tmp_path / "out" / "fill_mask"), "--tag_set", "serve",
+                        "--dir", paths["fill_mask"], "--tag_set", "serve",
                         "--signature_def", "serving_default", "--input_exprs",
                         'text=["a [MASK] day"]'], capture_output=True, text=True, timeout=120,
                        cwd=str(ROOT))
   assert ran.returncode == 0 and "Result for output key top_tokens" in ran.stdout, ran.stderr
   # What the script runs, in-process (the script's error path is the one above's
   # except-clause): a checkpoint of another shape fails before anything is written.
+  config = tmp_path / "config.json"
   model.config.replace(intermediate_size=48).to_json_file(config)
   with pytest.raises(ValueError, match="shape mismatch"):
     export_bundle(str(config), str(folder / "tf1" / "model.ckpt"), str(tmp_path / "bad"),
@@ -222,11 +213,18 @@ def native_bundle(exported):
   model.config.to_json_file(config)
   pretraining = str(folder / "pretraining")
   tf.train.CheckpointManager(native_checkpoint(model), pretraining, max_to_keep=1).save()
-  paths = export_bundle(config, pretraining, str(folder / "bundles" / "full"),
-                        spm_model_file=SPM, max_seq_length=SEQ)
+  full = folder / "bundles" / "full"
+  # The script itself (one export serves the CLI test and the native-checkpoint tests).
+  ran = subprocess.run([sys.executable, str(ROOT / "export_savedmodel.py"),
+                        f"--albert_config_file={config}", f"--checkpoint={pretraining}",
+                        f"--spm_model_file={SPM}", f"--max_seq_length={SEQ}",
+                        f"--export_dir={full}", "--jit_compile"],
+                       capture_output=True, text=True, timeout=300)
+  assert ran.returncode == 0, ran.stderr[-2000:]
+  paths = {name: str(full / name) for name in ("encoder", "preprocessing", "fill_mask")}
   classifier = native_checkpoint(AlbertClassifier(model.config, num_labels=2)).write(
       str(folder / "classifier" / "ckpt"))
-  return paths, config, classifier
+  return paths, config, classifier, ran.stderr
 
 
 def files(folder):
@@ -241,9 +239,10 @@ def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm
   from albert_tf.export.task_models import encode_with_masks_python
   from albert_tf.tokenization import FullTokenizer
   model, _, folder = exported
-  paths, _, _ = native_bundle
+  paths, _, _, log = native_bundle
   full = folder / "bundles" / "full"
-  assert paths == {name: str(full / name) for name in ("encoder", "preprocessing", "fill_mask")}
+  for name in ("encoder", "preprocessing", "fill_mask"):  # the final paths, as returned
+    assert f"exported {name}: {full / name}" in log
   assert sorted(p.name for p in (folder / "bundles").iterdir()) == ["full"]  # no temp folder
   text = "the [MASK] sat on the [MASK]"
   out = tf.saved_model.load(paths["fill_mask"]).signatures["serving_default"](
@@ -270,7 +269,7 @@ def dead_pid():
 
 def test_reexporting_replaces_the_whole_bundle_and_removes_a_killed_exports_leftovers(
     exported, native_bundle, tmp_path, caplog):
-  paths, config, classifier = native_bundle
+  paths, config, classifier, _ = native_bundle
   out = tmp_path / "out"
   shutil.copytree(pathlib.Path(paths["encoder"]).parent, out)
   (out / "encoder.tflite").write_bytes(b"the previous model's")
@@ -298,7 +297,7 @@ def test_reexporting_replaces_the_whole_bundle_and_removes_a_killed_exports_left
 def test_a_failed_export_leaves_the_previous_bundle_byte_identical(native_bundle, tmp_path,
                                                                    monkeypatch):
   from albert_tf.export import preprocessing
-  paths, config, classifier = native_bundle
+  paths, config, classifier, _ = native_bundle
   out = tmp_path / "out"
   shutil.copytree(pathlib.Path(paths["encoder"]).parent, out)
   before = files(out)
@@ -316,7 +315,7 @@ def test_a_failed_export_leaves_the_previous_bundle_byte_identical(native_bundle
 
 def test_an_export_dir_holding_other_files_is_refused_and_left_as_it_was(native_bundle,
                                                                         tmp_path):
-  paths, config, classifier = native_bundle
+  paths, config, classifier, _ = native_bundle
   out = tmp_path / "run"  # e.g. a training output_dir given by mistake
   shutil.copytree(pathlib.Path(paths["encoder"]).parent, out)
   (out / "ckpt-10.index").write_bytes(b"a checkpoint")
