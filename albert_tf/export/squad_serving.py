@@ -166,43 +166,8 @@ class SquadServing(tf.Module):
                         tf.int64)
     consistent &= tf.equal(tf.math.unsorted_segment_sum(char_norm, chars.value_rowids(),
                                                         n_words), normalized)
-    norm_end = chars.with_flat_values(tf.math.cumsum(char_norm))
-    norm_end -= tf.expand_dims(tf.gather(tf.concat([[0], norm_end.flat_values], 0),
-                                         chars.row_starts()), 1)
-    raw_start = chars.with_flat_values(tf.math.cumsum(char_raw, exclusive=True))
-    raw_start -= tf.expand_dims(tf.gather(raw_start.flat_values, chars.row_starts()), 1)
-    raw_end = raw_start + chars.with_flat_values(char_raw)
-    # Per word, the character holding a normalised byte = how many end at or before it.
-    big = tf.int64.max
-    table = norm_end.to_tensor(big)
-    def char_holding(byte):
-      found = tf.searchsorted(table, ids.with_flat_values(byte).to_tensor(0), side="right",
-                              out_type=tf.int64)
-      return tf.RaggedTensor.from_tensor(found, lengths=ids.row_lengths()).flat_values
-    first_char = char_holding(piece_start)
-    # The character holding the piece's last byte, or the last of the dropped characters
-    # (norm length 0) right after it when the piece ends where that character ends.
-    last_char = tf.maximum(char_holding(piece_end - 1), char_holding(piece_end) - 1)
-    n_chars = tf.gather(chars.row_lengths(), word_of_piece)
-    first_char = tf.clip_by_value(first_char, 0, tf.maximum(n_chars - 1, 0))
-    last_char = tf.clip_by_value(last_char, first_char, tf.maximum(n_chars - 1, 0))
-    char_base = tf.gather(chars.row_starts(), word_of_piece)
-    flat_raw_start = tf.concat([raw_start.flat_values, [0]], 0)
-    flat_raw_end = tf.concat([raw_end.flat_values, [0]], 0)
-    word_begin = tf.gather(begin.flat_values, word_of_piece)
-    word_end = tf.gather(end.flat_values, word_of_piece)
-    exact = tf.gather(consistent, word_of_piece)
-    first = tf.where(exact, word_begin + tf.gather(flat_raw_start, char_base + first_char),
-                     word_begin)
-    last = tf.where(exact, word_begin + tf.gather(flat_raw_end, char_base + last_char) - 1,
-                    word_end - 1)
-    # A zero-width piece ("▁" before a character SentencePiece cannot join) covers nothing.
-    last = tf.where(exact & tf.equal(length, 0), first - 1, last)
-
-    def per_example(values):
-      return tf.RaggedTensor.from_nested_row_splits(
-          values, [words.row_splits, ids.row_splits], validate=False).merge_dims(1, 2)
-    return per_example(ids.flat_values), per_example(first), per_example(last)
+    return _piece_byte_spans(words, ids, chars, char_raw, char_norm, word_of_piece, begin, end,
+                             consistent, piece_start, piece_end, length)
 
   def _wordpiece_context_pieces(self, context):
     """`_context_pieces` for WordPiece: the pieces of each basic word lie one after another
@@ -236,40 +201,8 @@ class SquadServing(tf.Module):
     piece_start -= tf.gather(piece_start, tf.gather(ids.row_starts(), word_of_piece))
     piece_end = piece_start + length
 
-    norm_end = codepoints.with_flat_values(tf.math.cumsum(char_norm))
-    norm_end -= tf.expand_dims(tf.gather(tf.concat([[0], norm_end.flat_values], 0),
-                                         codepoints.row_starts()), 1)
-    raw_start = codepoints.with_flat_values(tf.math.cumsum(char_raw, exclusive=True))
-    raw_start -= tf.expand_dims(tf.gather(raw_start.flat_values, codepoints.row_starts()), 1)
-    raw_end = raw_start + codepoints.with_flat_values(char_raw)
-    table = norm_end.to_tensor(tf.int64.max)
-
-    def char_holding(position):  # per word: how many characters end at or before it
-      found = tf.searchsorted(table, ids.with_flat_values(position).to_tensor(0),
-                              side="right", out_type=tf.int64)
-      return tf.RaggedTensor.from_tensor(found, lengths=ids.row_lengths()).flat_values
-    first_char = char_holding(piece_start)
-    # The character of the piece's last normalised character, and the dropped ones (0 long)
-    # right after it.
-    last_char = tf.maximum(char_holding(piece_end - 1), char_holding(piece_end) - 1)
-    n_chars = tf.gather(codepoints.row_lengths(), word_of_piece)
-    first_char = tf.clip_by_value(first_char, 0, tf.maximum(n_chars - 1, 0))
-    last_char = tf.clip_by_value(last_char, first_char, tf.maximum(n_chars - 1, 0))
-    char_base = tf.gather(codepoints.row_starts(), word_of_piece)
-    flat_raw_start = tf.concat([raw_start.flat_values, [0]], 0)
-    flat_raw_end = tf.concat([raw_end.flat_values, [0]], 0)
-    word_begin = tf.gather(begin.flat_values, word_of_piece)
-    word_end = tf.gather(end.flat_values, word_of_piece)
-    exact = tf.gather(consistent, word_of_piece)
-    first = tf.where(exact, word_begin + tf.gather(flat_raw_start, char_base + first_char),
-                     word_begin)
-    last = tf.where(exact, word_begin + tf.gather(flat_raw_end, char_base + last_char) - 1,
-                    word_end - 1)
-
-    def per_example(values):
-      return tf.RaggedTensor.from_nested_row_splits(
-          values, [words.row_splits, ids.row_splits], validate=False).merge_dims(1, 2)
-    return per_example(ids.flat_values), per_example(first), per_example(last)
+    return _piece_byte_spans(words, ids, codepoints, char_raw, char_norm, word_of_piece, begin,
+                             end, consistent, piece_start, piece_end, length)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="context")])
   def context_pieces(self, context):
@@ -430,3 +363,50 @@ def export_squad(squad_model, export_dir, spm_model_file=None, do_lower_case=Tru
                         max_query_length, n_best_size, max_answer_length,
                         null_score_diff_threshold)
   return _save(module, export_dir, {"serving_default": module.__call__.get_concrete_function()})
+
+
+def _piece_byte_spans(words, ids, chars, char_raw, char_norm, word_of_piece, begin, end,
+                      consistent, piece_start, piece_end, length):
+  """(ids, first byte, last byte) of each piece in its context, ragged [batch, (n)] each.
+
+  `chars` is ragged [words, (characters)]; `char_raw` / `char_norm` are each character's raw
+  bytes and normalised length; `piece_start` / `piece_end` / `length` place each piece in its
+  word's normalised text. A word whose pieces do not add up (`consistent` False) has every
+  piece span the whole word. Shared by the SentencePiece and WordPiece alignments.
+  """
+  norm_end = chars.with_flat_values(tf.math.cumsum(char_norm))
+  norm_end -= tf.expand_dims(tf.gather(tf.concat([[0], norm_end.flat_values], 0),
+                                       chars.row_starts()), 1)
+  raw_start = chars.with_flat_values(tf.math.cumsum(char_raw, exclusive=True))
+  raw_start -= tf.expand_dims(tf.gather(raw_start.flat_values, chars.row_starts()), 1)
+  raw_end = raw_start + chars.with_flat_values(char_raw)
+  table = norm_end.to_tensor(tf.int64.max)
+
+  def char_holding(position):  # per word: how many characters end at or before it
+    found = tf.searchsorted(table, ids.with_flat_values(position).to_tensor(0), side="right",
+                            out_type=tf.int64)
+    return tf.RaggedTensor.from_tensor(found, lengths=ids.row_lengths()).flat_values
+  first_char = char_holding(piece_start)
+  # The character holding the piece's last position, or the last of the dropped characters
+  # (normalised length 0) right after it when the piece ends where that character ends.
+  last_char = tf.maximum(char_holding(piece_end - 1), char_holding(piece_end) - 1)
+  n_chars = tf.gather(chars.row_lengths(), word_of_piece)
+  first_char = tf.clip_by_value(first_char, 0, tf.maximum(n_chars - 1, 0))
+  last_char = tf.clip_by_value(last_char, first_char, tf.maximum(n_chars - 1, 0))
+  char_base = tf.gather(chars.row_starts(), word_of_piece)
+  flat_raw_start = tf.concat([raw_start.flat_values, [0]], 0)
+  flat_raw_end = tf.concat([raw_end.flat_values, [0]], 0)
+  word_begin = tf.gather(begin.flat_values, word_of_piece)
+  word_end = tf.gather(end.flat_values, word_of_piece)
+  exact = tf.gather(consistent, word_of_piece)
+  first = tf.where(exact, word_begin + tf.gather(flat_raw_start, char_base + first_char),
+                   word_begin)
+  last = tf.where(exact, word_begin + tf.gather(flat_raw_end, char_base + last_char) - 1,
+                  word_end - 1)
+  # A zero-width piece ("▁" before a character SentencePiece cannot join) covers nothing.
+  last = tf.where(exact & tf.equal(length, 0), first - 1, last)
+
+  def per_example(values):
+    return tf.RaggedTensor.from_nested_row_splits(
+        values, [words.row_splits, ids.row_splits], validate=False).merge_dims(1, 2)
+  return per_example(ids.flat_values), per_example(first), per_example(last)
