@@ -321,10 +321,7 @@ class ClassifierRunner(FineTuner):
     outputs, labels = self._predict(path, o.eval_batch_size)
     loss = float(np.mean(self._loss(tf.constant(outputs), tf.constant(labels)).numpy()))
     if not (math.isfinite(loss) and np.isfinite(outputs).all()):
-      raise FloatingPointError(
-          f"eval loss is {loss} at step {self.global_step} "
-          f"({self.manager.latest_checkpoint or 'initial weights'}): the weights do not give "
-          "finite outputs; eval_results.txt not written")
+      raise guards.nonfinite_eval_error(loss, self.global_step, self.manager.latest_checkpoint)
     results = {"global_step": self.global_step, "loss": loss}
     results.update(compute_metrics(self.processor, outputs, labels))
     write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
@@ -392,8 +389,7 @@ class ClassifierRunner(FineTuner):
     return score
 
 
-def write_results(path, results):
-  guards.write_text_atomically(path, "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
+write_results = guards.write_results  # (run_squad imports it from here)
 
 
 def run_classifier(options, strategy=None):

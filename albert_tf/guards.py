@@ -95,6 +95,11 @@ def write_text_atomically(path, text):
     raise OSError(f"could not write {path}: {_cause(e)}") from None
 
 
+def write_results(path, results):
+  """`key = value` lines, sorted by key (the original's eval_results.txt), written atomically."""
+  write_text_atomically(path, "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
+
+
 def save_checkpoint(manager, step):
   """`manager.save(step)`; a failed write raises one clear OSError after removing what it
   half-wrote (TensorFlow's `<prefix>_temp` folder, partial files), earlier checkpoints kept."""
@@ -164,6 +169,13 @@ def nonfinite_error(manager, state, loss):
               "from it (lower --learning_rate or check the data first)" if good else
               "No good checkpoint is left; a rerun starts from the initial weights")
   return FloatingPointError(message)
+
+
+def nonfinite_eval_error(loss, step, checkpoint):
+  """The error for an evaluation whose loss is not finite: nothing is written for it."""
+  return FloatingPointError(
+      f"eval loss is {loss} at step {step} ({checkpoint or 'initial weights'}): the weights "
+      "do not give finite outputs; eval_results.txt not written")
 
 
 def _checkpoint_number(path):

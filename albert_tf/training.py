@@ -361,17 +361,14 @@ class Pretrainer:
     results = self.eval_metrics.result()
     results["global_step"] = self.global_step
     if not all(math.isfinite(results[key]) for key in EVAL_KEYS):
-      raise FloatingPointError(
-          f"eval loss is {results['loss']} at step {self.global_step} "
-          f"({self.manager.latest_checkpoint or 'initial weights'}): the weights do not give "
-          "finite outputs; eval_results.txt not written")
+      raise guards.nonfinite_eval_error(results["loss"], self.global_step,
+                                        self.manager.latest_checkpoint)
     writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "eval"))
     with writer.as_default(step=self.global_step):
       for key in EVAL_KEYS:
         tf.summary.scalar(key, results[key])
     writer.flush()
-    guards.write_text_atomically(os.path.join(self.write_dir, "eval_results.txt"),
-                                 "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
+    guards.write_results(os.path.join(self.write_dir, "eval_results.txt"), results)
     logger.info("Eval at step %d over %d batches: %s", self.global_step, steps,
                 ", ".join(f"{k} = {results[k]:.4f}" for k in EVAL_KEYS))
     return results
