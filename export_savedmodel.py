@@ -8,7 +8,8 @@ Writes export_dir/encoder (TF-Hub-style encoder: serving_default and mlm signatu
 vocabulary (--spm_model_file or --vocab_file), export_dir/preprocessing (raw strings ->
 input_word_ids/input_mask/input_type_ids, tokenized in-graph) and, when the checkpoint holds
 the MLM head (a pretraining checkpoint, ours or the original's), export_dir/fill_mask (text
-with [MASK]s -> top tokens); with --tflite, export_dir/encoder.tflite. --jit_compile compiles
+with [MASK]s -> top tokens); with --tflite, export_dir/encoder.tflite (--tflite_quantize: the
+same file with dynamic-range int8 weights, about a quarter of the size). --jit_compile compiles
 the encoder's signatures with XLA (see albert_tf/export/encoder.py).
 
 export_dir is replaced as a whole, atomically: the bundle is written into a sibling
@@ -35,6 +36,8 @@ flags.DEFINE_string("export_dir", None, "Output folder.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the preprocessing model "
                      "(and of the TFLite model).")
 flags.DEFINE_bool("tflite", False, "Also write encoder.tflite.")
+flags.DEFINE_bool("tflite_quantize", False, "Write encoder.tflite with dynamic-range int8 "
+                  "weights (about a quarter of the float32 size; implies --tflite).")
 flags.DEFINE_bool("jit_compile", False, "Compile the encoder's signatures with XLA (faster on "
                   "CPUs; XLA compiles once per input shape; TF Serving then needs "
                   "--xla_cpu_compilation_enabled=true).")
@@ -47,7 +50,8 @@ def main(argv):
   try:
     export_bundle(FLAGS.albert_config_file, FLAGS.checkpoint, FLAGS.export_dir,
                   FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-                  FLAGS.max_seq_length, FLAGS.tflite, FLAGS.jit_compile)
+                  FLAGS.max_seq_length, FLAGS.tflite, FLAGS.jit_compile,
+                  FLAGS.tflite_quantize)
   except (OSError, ValueError) as e:
     logging.error("%s", e)
     return 1

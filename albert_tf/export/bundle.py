@@ -21,9 +21,10 @@ BUNDLE_ENTRIES = ("encoder", "preprocessing", "fill_mask", "encoder.tflite")
 
 def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=None,
                   vocab_file=None, do_lower_case=True, max_seq_length=128, tflite=False,
-                  jit_compile=False):
+                  jit_compile=False, tflite_quantize=False):
   """Writes `encoder/`, `preprocessing/` and `fill_mask/` (when a vocabulary is given and,
-  for fill_mask, the checkpoint has the MLM head), and `encoder.tflite`.
+  for fill_mask, the checkpoint has the MLM head), and `encoder.tflite` (with `tflite`, or
+  `tflite_quantize`: its weights dynamic-range int8, about a quarter of the float32 size).
 
   Returns `{name: path}`. The checkpoint may be ours or the original's (TF1, TF-Hub module);
   a checkpoint of another shape is an error naming both variables, before anything is written.
@@ -58,8 +59,8 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   tmp_dir = f"{target}.tmp-export-{os.getpid()}"
   try:
     written = _write_bundle(model, report.restored(model.masked_lm.variables), tmp_dir,
-                            spm_model_file, vocab_file, do_lower_case, max_seq_length, tflite,
-                            jit_compile)
+                            spm_model_file, vocab_file, do_lower_case, max_seq_length,
+                            tflite or tflite_quantize, tflite_quantize, jit_compile)
     _replace(tmp_dir, target)
   except BaseException:  # KeyboardInterrupt too: never leave a half-written bundle behind
     shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -72,7 +73,7 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
 
 
 def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, do_lower_case,
-                  max_seq_length, tflite, jit_compile):
+                  max_seq_length, tflite, tflite_quantize, jit_compile):
   os.makedirs(export_dir)
   paths = {"encoder": export_encoder(model, os.path.join(export_dir, "encoder"),
                                      jit_compile=jit_compile)}
@@ -91,8 +92,13 @@ def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, d
       logger.warning("the checkpoint has no MLM head: no fill_mask model")
   if tflite:
     path = os.path.join(export_dir, "encoder.tflite")
-    size = export_tflite(paths["encoder"], path, max_seq_length=max_seq_length)
-    logger.info("TFLite encoder: %.1f MB", size / 1e6)
+    size = export_tflite(paths["encoder"], path, max_seq_length=max_seq_length,
+                         quantize=tflite_quantize)
+    if tflite_quantize:  # the float32 file would be its weights' 4 bytes each, plus the graph
+      logger.info("TFLite encoder, dynamic-range int8: %.1f MB (float32 weights: %.1f MB)",
+                  size / 1e6, 4 * model.encoder.count_params() / 1e6)
+    else:
+      logger.info("TFLite encoder: %.1f MB", size / 1e6)
     paths["tflite"] = path
   return paths
 

@@ -17,10 +17,9 @@ also callable like the Keras encoder: a dict of inputs -> a dict with `encoder_o
 list, and its variables are trainable, so fine-tuning can start from the export.
 """
 
-import os
-
 import tensorflow as tf
 
+from albert_tf.export.tflite import export_serving_tflite
 from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 
@@ -99,21 +98,13 @@ def export_encoder(pretrainer, export_dir, max_seq_length=None, jit_compile=Fals
   return export_dir
 
 
-def export_tflite(saved_model_dir, tflite_file, max_seq_length=128, batch_size=1):
-  """Converts the serving signature at a fixed [batch, seq] shape; returns the file size."""
-  loaded = tf.saved_model.load(saved_model_dir)
+def export_tflite(saved_model_dir, tflite_file, max_seq_length=128, batch_size=1,
+                  quantize=False):
+  """Converts the serving signature at a fixed [batch, seq] shape; returns the file size.
+
+  `quantize`: dynamic-range int8 weights, about a quarter of the size (export/tflite.py).
+  """
+  loaded = tf.saved_model.load(saved_model_dir)  # kept: its signature holds variables weakly
   serving = loaded.signatures["serving_default"]
-
-  @tf.function(input_signature=[tf.TensorSpec([batch_size, max_seq_length], tf.int32, name=n)
-                                for n in INPUT_NAMES])
-  def fixed(input_word_ids, input_mask, input_type_ids):
-    return serving(input_word_ids=input_word_ids, input_mask=input_mask,
-                   input_type_ids=input_type_ids)
-
-  converter = tf.lite.TFLiteConverter.from_concrete_functions(
-      [fixed.get_concrete_function()], loaded)
-  data = converter.convert()
-  with open(tflite_file + ".tmp", "wb") as f:
-    f.write(data)
-  os.replace(tflite_file + ".tmp", tflite_file)
-  return len(data)
+  return export_serving_tflite(lambda inputs: serving(**inputs), tflite_file, max_seq_length,
+                               quantize, batch_size)
