@@ -19,14 +19,14 @@ The starting point may be one of our checkpoints, an original TF1 checkpoint, or
 SavedModel from export_savedmodel.py (--albert_hub_module_handle=exported/encoder).
 """
 
-import logging
 import sys
 
 from absl import app
 from absl import flags
 
-from albert_tf.distribute import STRATEGIES, create_strategy
+from albert_tf.distillation import DistillOptions
 from albert_tf.finetuning import ClassifierOptions, run_classifier
+from core_flags import define_core_flags, options_from_flags, run_job
 
 FLAGS = flags.FLAGS
 _D = ClassifierOptions()
@@ -56,22 +56,30 @@ flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate.")
 flags.DEFINE_enum("optimizer", _D.optimizer, ["adamw", "lamb"], "Optimizer.")
 flags.DEFINE_integer("train_step", _D.train_step, "Training steps.")
 flags.DEFINE_integer("warmup_step", _D.warmup_step, "Warm-up steps.")
-flags.DEFINE_integer("save_checkpoints_steps", _D.save_checkpoints_steps,
-                     "Steps between checkpoints (and dev evaluations with --do_eval).")
-flags.DEFINE_integer("keep_checkpoint_max", _D.keep_checkpoint_max, "Checkpoints kept.")
-flags.DEFINE_integer("iterations_per_loop", _D.iterations_per_loop, "Steps per tf.function.")
 flags.DEFINE_string("cached_dir", None, "Where feature TFRecords are cached (default output).")
 flags.DEFINE_float("layerwise_lr_decay", None,
                    "Layer-wise learning-rate decay (adamw): the head and pooler get the full "
                    "rate, each transformer group below it this factor more, embeddings last.")
 flags.DEFINE_string("export_dir", None, "Write a raw-text-in serving SavedModel here at the end.")
-flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
-flags.DEFINE_bool("recompute_grad", False,
-                  "Recompute each transformer block in the backward pass: activation memory of "
-                  "one block instead of all, for about a third more compute.")
-flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
-                     "shuffling: the same seed repeats a run on the same machine.")
-flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")
+flags.DEFINE_bool("tflite_quantize", False, "With --export_dir, also write classifier.tflite "
+                  "(token ids in, logits out) with dynamic-range int8 weights.")
+flags.DEFINE_string("teacher_checkpoint", None,
+                    "Distil: the teacher, a run_classifier output folder (its best/ checkpoint "
+                    "if kept, else the latest) or a checkpoint of the same task.")
+flags.DEFINE_string("teacher_config_file", None, "Distil: the teacher's albert_config.json "
+                    "(default: the one in the teacher's output folder).")
+flags.DEFINE_string("teacher_export_dir", None, "Distil: the teacher as a classifier "
+                    "SavedModel of run_classifier.py --export_dir (logits only, no hidden states).")
+flags.DEFINE_float("distill_temperature", 1.0, "Distil: softmax temperature T of both models.")
+flags.DEFINE_float("distill_alpha", 0.5, "Distil: weight of the soft loss (T^2-scaled KL to the "
+                   "teacher's tempered probabilities); 1 - alpha goes to the labels.")
+flags.DEFINE_float("distill_hidden_weight", 0.0, "Distil: weight of the hidden-state MSE between "
+                   "mapped layers (a learned projection when the widths differ).")
+flags.DEFINE_string("distill_layer_map", None, "Distil: student:teacher block pairs, 1-based, "
+                    "e.g. 1:2,2:4,3:6 (default: student i <- teacher round(i * L_t / L_s)).")
+flags.DEFINE_integer("student_num_hidden_layers", None,
+                     "Distil: the student is the teacher's ALBERT with its shared block applied "
+                     "this many times, starting from the teacher's weights.")
 flags.DEFINE_string("text_a_column", None, "csv task: column of the first text.")
 flags.DEFINE_string("text_b_column", None, "csv task: column of the second text, if any.")
 flags.DEFINE_string("label_column", "label", "csv task: column of the label.")
@@ -79,24 +87,24 @@ flags.DEFINE_list("labels", None, "csv task: the label set (default: inferred fr
 flags.DEFINE_bool("regression", False, "csv task: float labels, MSE loss.")
 
 
+define_core_flags(_D)
+
+
 def main(argv):
   del argv
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-  logging.getLogger().setLevel(logging.INFO)
   csv_options = {}
   if FLAGS.task_name and FLAGS.task_name.lower() == "csv":
     csv_options = dict(text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
                        label_column=FLAGS.label_column, labels=FLAGS.labels,
                        regression=FLAGS.regression)
-  options = ClassifierOptions(
-      **{k: FLAGS[k].value for k in ClassifierOptions.__annotations__ if k in FLAGS},
-      csv_options=csv_options)
-  try:
-    run_classifier(options, create_strategy(FLAGS.distribution_strategy))
-  except (OSError, ValueError, FloatingPointError) as e:
-    logging.error("%s", e)
-    return 1
-  return 0
+  distill = DistillOptions(
+      teacher_checkpoint=FLAGS.teacher_checkpoint, teacher_config_file=FLAGS.teacher_config_file,
+      teacher_export_dir=FLAGS.teacher_export_dir, temperature=FLAGS.distill_temperature,
+      alpha=FLAGS.distill_alpha, hidden_weight=FLAGS.distill_hidden_weight,
+      layer_map=FLAGS.distill_layer_map,
+      student_num_hidden_layers=FLAGS.student_num_hidden_layers)
+  return run_job(run_classifier, options_from_flags(ClassifierOptions, csv_options=csv_options,
+                                                    distill=distill))
 
 
 if __name__ == "__main__":

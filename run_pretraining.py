@@ -8,14 +8,13 @@
 Restarting with the same --output_dir resumes from its latest checkpoint.
 """
 
-import logging
 import sys
 
 from absl import app
 from absl import flags
 
-from albert_tf.distribute import STRATEGIES, create_strategy
 from albert_tf.training import PretrainingOptions, run_pretraining
+from core_flags import define_core_flags, options_from_flags, run_job
 
 FLAGS = flags.FLAGS
 _D = PretrainingOptions()
@@ -38,54 +37,15 @@ flags.DEFINE_float("poly_power", _D.poly_power, "Power of the polynomial decay."
 flags.DEFINE_integer("num_train_steps", _D.num_train_steps, "Training steps.")
 flags.DEFINE_integer("num_warmup_steps", _D.num_warmup_steps, "Warm-up steps.")
 flags.DEFINE_integer("start_warmup_step", _D.start_warmup_step, "Step where warm-up starts.")
-flags.DEFINE_integer("save_checkpoints_steps", _D.save_checkpoints_steps,
-                     "Steps between checkpoints.")
-flags.DEFINE_integer("keep_checkpoint_max", _D.keep_checkpoint_max, "Checkpoints kept.")
-flags.DEFINE_integer("iterations_per_loop", _D.iterations_per_loop,
-                     "Steps per tf.function call (host round trip).")
 flags.DEFINE_integer("max_eval_steps", _D.max_eval_steps, "Eval batches.")
-flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --distribution_strategy=tpu).")
-flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
-flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
-flags.DEFINE_string("master", None, "TensorFlow master (TPU address when no --tpu_name).")
-flags.DEFINE_integer("num_tpu_cores", 8, "TPU cores (informational: the TPU system decides).")
 flags.DEFINE_bool("init_from_group0", False,
                   "Initialise every group from group 0 of --init_checkpoint.")
-flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
-flags.DEFINE_integer("gradient_accumulation_steps", 1,
-                     "Micro-batches per step (train_batch_size is the whole step's batch).")
-flags.DEFINE_enum("mixed_precision", "float32", ["float32", "bfloat16", "float16"],
-                  "Compute precision (float16 uses dynamic loss scaling).")
-flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
-flags.DEFINE_bool("bias_correction", False,
-                  "Adam bias correction in LAMB/AdamW (the original has none).")
-flags.DEFINE_bool("recompute_grad", False,
-                  "Recompute each transformer block in the backward pass: activation memory of "
-                  "one block instead of all, for about a third more compute.")
-flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
-                     "shuffling: the same seed repeats a run on the same machine.")
-flags.DEFINE_bool("checkpoint_input_pipeline", True,
-                  "Save the input position in checkpoints (one device / mirrored), so a resumed "
-                  "run reads exactly the batches an uninterrupted run would.")
-flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")
+define_core_flags(_D)
 
 
 def main(argv):
   del argv
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-  logging.getLogger().setLevel(logging.INFO)
-  options = PretrainingOptions(**{k: FLAGS[k].value for k in PretrainingOptions.__annotations__
-                                  if k in FLAGS})
-  strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
-  try:
-    strategy = create_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
-                               FLAGS.master)
-    run_pretraining(options, strategy)
-  except (OSError, ValueError, FloatingPointError) as e:
-    logging.error("%s", e)
-    return 1
-  return 0
+  return run_job(run_pretraining, options_from_flags(PretrainingOptions))
 
 
 if __name__ == "__main__":

@@ -21,14 +21,13 @@ answers, or the CMRC 2018 EM/F1/AVERAGE; `skipped_unanswered` counts the others)
 features.
 """
 
-import logging
 import sys
 
 from absl import app
 from absl import flags
 
-from albert_tf.distribute import STRATEGIES, create_strategy
 from albert_tf.squad import SquadOptions, run_squad
+from core_flags import define_core_flags, options_from_flags, run_job
 
 FLAGS = flags.FLAGS
 _D = SquadOptions()
@@ -56,10 +55,6 @@ flags.DEFINE_enum("optimizer", _D.optimizer, ["adamw", "lamb"], "Optimizer.")
 flags.DEFINE_float("num_train_epochs", _D.num_train_epochs,
                    "Epochs; steps = questions / train_batch_size * epochs, as the original.")
 flags.DEFINE_float("warmup_proportion", _D.warmup_proportion, "Share of steps warming up.")
-flags.DEFINE_integer("save_checkpoints_steps", _D.save_checkpoints_steps,
-                     "Steps between checkpoints.")
-flags.DEFINE_integer("keep_checkpoint_max", _D.keep_checkpoint_max, "Checkpoints kept.")
-flags.DEFINE_integer("iterations_per_loop", _D.iterations_per_loop, "Steps per tf.function.")
 flags.DEFINE_integer("n_best_size", _D.n_best_size, "Answers kept per question (n-best list).")
 flags.DEFINE_integer("max_answer_length", _D.max_answer_length, "Longest answer, in pieces.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: unanswerable questions.")
@@ -76,31 +71,18 @@ flags.DEFINE_string("predict_feature_file", None,
 flags.DEFINE_string("export_dir", None,
                     "Write a (question, context) -> answer serving SavedModel here at the end.")
 flags.DEFINE_float("layerwise_lr_decay", None, "Layer-wise learning-rate decay (adamw).")
-flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
-flags.DEFINE_bool("recompute_grad", False,
-                  "Recompute each transformer block in the backward pass: activation memory of "
-                  "one block instead of all, for about a third more compute.")
-flags.DEFINE_integer("seed", None, "Seed of the initial weights, dropout and input "
-                     "shuffling: the same seed repeats a run on the same machine.")
-flags.DEFINE_float("log_every_seconds", _D.log_every_seconds, "Seconds between progress lines.")
 flags.DEFINE_enum("eval_metric", _D.eval_metric, ["squad", "cmrc2018", "auto"],
                   "Metric of --do_predict: the official SQuAD EM/F1, or CMRC 2018's EM/F1/"
                   "AVERAGE over mixed Chinese/English segments; auto: cmrc2018 with "
                   "--vocab_file on mostly Chinese contexts (v1), else squad.")
 
 
+define_core_flags(_D)
+
+
 def main(argv):
   del argv
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-  logging.getLogger().setLevel(logging.INFO)
-  options = SquadOptions(**{k: FLAGS[k].value for k in SquadOptions.__annotations__
-                            if k in FLAGS})
-  try:
-    run_squad(options, create_strategy(FLAGS.distribution_strategy))
-  except (OSError, ValueError, FloatingPointError) as e:
-    logging.error("%s", e)
-    return 1
-  return 0
+  return run_job(run_squad, options_from_flags(SquadOptions))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Fine-tuning for sentence (pair) classification and regression: the run_classifier job.
 
-Features are cached as TFRecords; training is a custom loop on any strategy (the global-batch
-loss, cross-replica gradient sum, clipping at 1.0 and the optimizers of `optimization.py`, as in
-pretraining); after each checkpoint the dev set is evaluated and the best checkpoint by the
-task's first metric is kept in `output_dir/best`.
+Features are cached as TFRecords; training runs on the training core (`core.py`: strategies,
+accumulation, precision, guards), optionally distilling a teacher (`distillation.py`); after
+each checkpoint the dev set is evaluated and the best checkpoint by the task's first metric is
+kept in `output_dir/best`.
 """
 
 import dataclasses
@@ -13,33 +13,31 @@ import logging
 import math
 import os
 import shutil
-import time
 
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
+from albert_tf import distillation
 from albert_tf import guards
 from albert_tf import tokenization
-from albert_tf.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
+from albert_tf.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.config import AlbertConfig
+from albert_tf.core import CoreOptions, Task, TrainingCore
 from albert_tf.data import classification
+from albert_tf.distillation import DistillOptions
 from albert_tf.metrics import compute_metrics
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import INPUT_NAMES
-from albert_tf.modeling.transformer import set_recompute_grad
-from albert_tf.optimization import (AlbertLearningRate, clip_gradients, create_optimizer,
-                                    layerwise_lr_multipliers)
+from albert_tf.optimization import layerwise_lr_multipliers
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class ClassifierOptions:
-  """run_classifier.py's flags (the original's names and defaults)."""
+class ClassifierOptions(CoreOptions):
+  """run_classifier.py's flags (the original's names and defaults; the core's shared ones)."""
   task_name: str = None
   data_dir: str = None
-  output_dir: str = None
   albert_config_file: str = None
   init_checkpoint: str = None
   albert_hub_module_handle: str = None
@@ -50,46 +48,41 @@ class ClassifierOptions:
   do_train: bool = False
   do_eval: bool = False
   do_predict: bool = False
-  train_batch_size: int = 32
   eval_batch_size: int = 8
   predict_batch_size: int = 8
-  learning_rate: float = 5e-5
-  optimizer: str = "adamw"
   train_step: int = 1000
   warmup_step: int = 0
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
-  iterations_per_loop: int = 1000
   cached_dir: str = None
   export_dir: str = None
+  tflite_quantize: bool = False
   layerwise_lr_decay: float = None
-  seed: int = None
-  recompute_grad: bool = False
-  log_every_seconds: float = 10.0
   csv_options: dict = dataclasses.field(default_factory=dict)
+  distill: DistillOptions = None
 
 
-class FineTuner:
-  """What every fine-tuning job shares: the model under the strategy, the optimizer and its
-  schedule, checkpoints that resume, and the training loop.
+class FineTuner(Task):
+  """What every fine-tuning job shares on the training core: the config and tokenizer, the
+  starting weights (a checkpoint of ours or the original's, or an encoder SavedModel).
 
   Subclasses build the model (`build_model`) and give the per-example loss of a batch
-  (`per_example_loss`); `train` runs the loop over a repeating dataset and calls
-  `on_checkpoint(saved_path)` after each checkpoint (a dev evaluation, say).
+  (`per_example_loss(model, batch)`); the core normalises it over the global batch.
   """
 
   def __init__(self, options, strategy, train_steps, warmup_steps):
     o = options
     self.options = o
-    self.strategy = strategy or tf.distribute.get_strategy()
-    self.train_steps = train_steps
+    self.config_file = o.albert_config_file
     self.config = AlbertConfig.from_json_file(o.albert_config_file)
+    self.distill = getattr(o, "distill", None)
+    if self.distill is not None and not self.distill.enabled:
+      self.distill = None
+    if self.distill is not None and self.distill.student_num_hidden_layers:
+      # The teacher's shared block applied fewer times: the same variables, fewer layers.
+      self.config = self.config.replace(
+          num_hidden_layers=self.distill.student_num_hidden_layers)
     if o.max_seq_length > self.config.max_position_embeddings:
       raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
                        f"max_position_embeddings={self.config.max_position_embeddings}")
-    if o.do_train and o.train_batch_size % self.strategy.num_replicas_in_sync:
-      raise ValueError(f"--train_batch_size={o.train_batch_size} is not divisible by "
-                       f"{self.strategy.num_replicas_in_sync} replicas")
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file=None if o.spm_model_file else getattr(o, "vocab_file", None),
         do_lower_case=o.do_lower_case, spm_model_file=o.spm_model_file)
@@ -97,128 +90,37 @@ class FineTuner:
       raise ValueError(f"the tokenizer has {self.tokenizer.vocab_size} entries but "
                        f"{o.albert_config_file} says vocab_size={self.config.vocab_size}")
     guards.check_writable(o.output_dir)
-    if o.seed is not None:  # Initial weights, dropout and shuffling repeat run to run.
-      tf_keras.utils.set_random_seed(o.seed)
-    with self.strategy.scope():
-      self.model = self.build_model()
-      set_recompute_grad(self.model, o.recompute_grad)
-      self.schedule = AlbertLearningRate(o.learning_rate, max(train_steps, 1), warmup_steps)
-      multipliers = None
-      if getattr(o, "layerwise_lr_decay", None) is not None:
-        multipliers = layerwise_lr_multipliers(tf1_variable_map(self.model),
-                                               o.layerwise_lr_decay)
-      self.optimizer = create_optimizer(o.optimizer, self.schedule, lr_multipliers=multipliers)
-      self.checkpoint = native_checkpoint(self.model, optimizer=self.optimizer)
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, o.output_dir, max_to_keep=o.keep_checkpoint_max,
-        step_counter=self.optimizer.iterations, checkpoint_name="ckpt")
+    self.train_steps = train_steps
+    TrainingCore(self, o, strategy, train_steps, warmup_steps, do_train=o.do_train)
+    self.strategy = self.core.strategy
 
-  def build_model(self):
-    raise NotImplementedError
-
-  def per_example_loss(self, batch):
+  def per_example_loss(self, model, batch):
     """float32 [per-replica batch] losses of `batch` in training mode."""
     raise NotImplementedError
 
-  def model_flags(self):
-    """The flags besides albert_config.json that shape the model's variables (saved with
-    the run and checked on resume)."""
-    return {}
+  def train_loss(self, model, batch, normalizers):
+    return tf.reduce_sum(self.per_example_loss(model, batch)) / normalizers["examples"], None
 
-  @property
-  def global_step(self):
-    return int(self.optimizer.iterations.numpy())
+  def lr_multipliers(self, model):
+    if getattr(self.options, "layerwise_lr_decay", None) is None:
+      return None
+    return layerwise_lr_multipliers(tf1_variable_map(model), self.options.layerwise_lr_decay)
 
-  def restore_or_initialize(self):
-    """Resumes from the output folder's latest checkpoint, else loads the starting weights."""
-    latest = self.manager.latest_checkpoint
-    guards.remove_stale_temp_checkpoints(self.options.output_dir)
-    guards.check_run_config(self.options.output_dir, self.config,
-                            self.options.albert_config_file, resuming=latest is not None,
-                            model_flags=self.model_flags())
-    if latest:
-      status = self.checkpoint.restore(latest)
-      status.assert_existing_objects_matched()
-      status.expect_partial()
-      logger.info("Resumed from %s at step %d", latest, self.global_step)
-      return
+  def initialize(self, model):
     start = self.options.albert_hub_module_handle or self.options.init_checkpoint
+    if not start and self.distill is not None and self.distill.student_num_hidden_layers:
+      start = distillation.checkpoint_of(self.distill.teacher_checkpoint)
+      logger.info("The student starts from the teacher's weights: %s", start)
     if start:
-      logger.info(load_checkpoint(self.model, start).summary())
+      logger.info(load_checkpoint(model, start).summary())
     else:
       logger.warning("no --init_checkpoint or --albert_hub_module_handle: training from "
                      "random weights")
 
-  def _make_train_loop(self):
-    model, optimizer = self.model, self.optimizer
-    global_batch = self.options.train_batch_size
-    with self.strategy.scope():
-      self.train_loss = tf_keras.metrics.Mean("loss")
-
-    def replica_step(batch):
-      ctx = tf.distribute.get_replica_context()
-      with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(self.per_example_loss(batch)) / float(global_batch)
-      # Variables the loss does not reach (the pooler, for SQuAD) get no update, as in the
-      # original, whose optimizer skips None gradients.
-      pairs = [(g, v) for g, v in zip(tape.gradient(loss, model.trainable_variables),
-                                      model.trainable_variables) if g is not None]
-      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                             [tf.convert_to_tensor(g) for g, _ in pairs])
-      optimizer.apply_gradients(zip(clip_gradients(grads), [v for _, v in pairs]),
-                                experimental_aggregate_gradients=False)
-      loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
-      self.train_loss.update_state(loss)
-      return loss
-
-    @tf.function
-    def train_loop(iterator, steps):
-      """Runs `steps` steps; returns -1, or the step count whose weights gave a non-finite
-      loss (the loop stops there)."""
-      nonfinite_state = tf.constant(-1, tf.int64)
-      for _ in tf.range(steps):
-        state = tf.identity(optimizer.iterations)
-        loss = self.strategy.run(replica_step, args=(next(iterator),))
-        if not tf.math.is_finite(self.strategy.experimental_local_results(loss)[0]):
-          nonfinite_state = state
-          break
-      return nonfinite_state
-    return train_loop
-
-  def train(self, dataset, on_checkpoint=None):
-    """Steps up to `train_steps` over `dataset` (repeating, global batches), with progress
-    lines, TensorBoard summaries in `output_dir/train`, and a checkpoint every
-    `save_checkpoints_steps` and at the end."""
-    o = self.options
-    iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
-    train_loop = self._make_train_loop()
-    writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "train"))
-    start_step, start_time, last_log = self.global_step, time.time(), 0.0
-    while self.global_step < self.train_steps:
-      step = self.global_step
-      next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
-      steps = min(o.iterations_per_loop, self.train_steps - step, next_save - step)
-      self.train_loss.reset_state()
-      nonfinite_state = int(train_loop(iterator, tf.constant(steps, tf.int32)))
-      step, loss = self.global_step, float(self.train_loss.result())
-      if nonfinite_state >= 0 or not math.isfinite(loss):
-        raise guards.nonfinite_error(
-            self.manager, nonfinite_state if nonfinite_state >= 0 else step - steps, loss)
-      with writer.as_default(step=step):
-        tf.summary.scalar("loss", loss)
-        tf.summary.scalar("learning_rate", float(self.schedule(step)))
-      if step % o.save_checkpoints_steps == 0 or step == self.train_steps:
-        saved = guards.save_checkpoint(self.manager, step)
-        if on_checkpoint is not None:
-          on_checkpoint(saved)
-      now = time.time()
-      if now - last_log >= o.log_every_seconds or step == self.train_steps:
-        last_log = now
-        rate = (step - start_step) / max(now - start_time, 1e-9)
-        eta = (self.train_steps - step) / rate if rate > 0 else float("inf")
-        logger.info("step %d/%d  loss %.4f  %.2f steps/s  %.1f examples/s  ETA %.0fs", step,
-                    self.train_steps, loss, rate, rate * o.train_batch_size, eta)
-    writer.flush()
+  def train(self, dataset, on_checkpoint=None, history=None):
+    """Trains to `train_steps` over `dataset` (repeating global batches) on the core; returns
+    the last loop's metrics (`history`, a list, receives every loop's)."""
+    return self.core.fit(dataset, on_checkpoint, history)
 
 
 class ClassifierRunner(FineTuner):
@@ -235,7 +137,22 @@ class ClassifierRunner(FineTuner):
   last_eval = None  # the latest dev results of this run
 
   def build_model(self):
-    return AlbertClassifier(self.config, 1 if self.regression else len(self.labels))
+    num_labels = 1 if self.regression else len(self.labels)
+    self.distiller = None
+    if self.distill is not None:
+      self.distiller = distillation.Distiller(self.distill, self.config, num_labels,
+                                              self.regression, self.config_file)
+      self.distiller.build()
+    return AlbertClassifier(self.config, num_labels)
+
+  def checkpoint_items(self):
+    if self.distiller is not None and self.distiller.projection is not None:
+      return {"distill_projection": self.distiller.projection}
+    return {}
+
+  def trainable_variables(self, model):
+    extra = self.distiller.trainable_variables() if self.distiller is not None else []
+    return model.trainable_variables + extra
 
   def model_flags(self):
     return {"task_name": self.options.task_name.lower(),
@@ -283,11 +200,13 @@ class ClassifierRunner(FineTuner):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32),
                                                           logits=logits)
 
-  def per_example_loss(self, batch):
-    logits = self.model({n: batch[n] for n in INPUT_NAMES}, training=True)
+  def per_example_loss(self, model, batch):
+    if self.distiller is not None:
+      return self.distiller.per_example_loss(model, batch, self._loss)
+    logits = model({n: batch[n] for n in INPUT_NAMES}, training=True)
     return self._loss(logits, batch["label_ids"])
 
-  def train(self):  # pylint: disable=arguments-differ
+  def train(self, history=None):  # pylint: disable=arguments-differ
     o = self.options
     _, path = self._records("train")
     dataset = classification.classification_dataset(path, o.max_seq_length, o.train_batch_size,
@@ -297,7 +216,7 @@ class ClassifierRunner(FineTuner):
     def on_checkpoint(saved):
       if o.do_eval:
         best[0] = self._keep_if_best(saved, self.evaluate(), best[0])
-    super().train(dataset, on_checkpoint)
+    return super().train(dataset, on_checkpoint, history)
 
   # --- eval and predict ---------------------------------------------------------------------
   def _predict(self, path, batch_size):

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import cmrc2018
+from albert_tf.core import CoreOptions
 from albert_tf.data import squad as squad_data
 from albert_tf.finetuning import FineTuner, write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -30,11 +31,10 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class SquadOptions:
-  """run_squad.py's flags (the original's names and defaults)."""
+class SquadOptions(CoreOptions):
+  """run_squad.py's flags (the original's names and defaults; the core's shared ones)."""
   train_file: str = None
   predict_file: str = None
-  output_dir: str = None
   albert_config_file: str = None
   init_checkpoint: str = None
   albert_hub_module_handle: str = None
@@ -46,15 +46,9 @@ class SquadOptions:
   max_query_length: int = 64
   do_train: bool = False
   do_predict: bool = False
-  train_batch_size: int = 32
   predict_batch_size: int = 8
-  learning_rate: float = 5e-5
-  optimizer: str = "adamw"
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
-  iterations_per_loop: int = 1000
   n_best_size: int = 20
   max_answer_length: int = 30
   version_2_with_negative: bool = False
@@ -66,9 +60,6 @@ class SquadOptions:
   predict_feature_file: str = None
   export_dir: str = None
   layerwise_lr_decay: float = None
-  seed: int = None
-  recompute_grad: bool = False
-  log_every_seconds: float = 10.0
   eval_metric: str = "auto"
 
 
@@ -156,18 +147,18 @@ class SquadRunner(FineTuner):
     return path, count
 
   # --- train --------------------------------------------------------------------------------
-  def per_example_loss(self, batch):
+  def per_example_loss(self, model, batch):
     inputs = {n: batch[n] for n in INPUT_NAMES}
     seq_length = self.options.max_seq_length
     if not self.options.version_2_with_negative:
-      out = self.model(inputs, training=True)
+      out = model(inputs, training=True)
 
       def cross_entropy(logits, positions):
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=positions, logits=logits)
       return (cross_entropy(out["start_logits"], batch["start_positions"])
               + cross_entropy(out["end_logits"], batch["end_positions"])) / 2.0
     inputs.update(p_mask=batch["p_mask"], start_positions=batch["start_positions"])
-    out = self.model(inputs, training=True)
+    out = model(inputs, training=True)
 
     def nll(log_probs, positions):
       return -tf.reduce_sum(tf.one_hot(positions, seq_length) * log_probs, -1)

@@ -2,8 +2,6 @@
 input."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -97,25 +95,6 @@ def test_bad_task_data_and_vocabulary_are_named(cache, tmp_path):
       .to_json_file(small)
   with pytest.raises(ValueError, match="30000 entries but .*vocab_size=100"):
     run_classifier(opts("sst-2", tmp_path, cache, albert_config_file=str(small)))
-
-
-def test_cli_runs_a_users_csv(tmp_path):
-  data = tmp_path / "data"
-  data.mkdir()
-  rows = ["review,stars"] + [f"{'great fun' if i % 2 else 'dull and slow'} {i},{i % 2}"
-                             for i in range(40)]
-  for split in ("train", "dev"):
-    (data / f"{split}.csv").write_text("\n".join(rows) + "\n")
-  run = subprocess.run(
-      [sys.executable, str(ROOT / "run_classifier.py"), "--task_name=csv",
-       f"--data_dir={data}", f"--output_dir={tmp_path / 'out'}",
-       f"--albert_config_file={ROOT / 'configs' / 'tiny.json'}", f"--spm_model_file={SPM}",
-       "--text_a_column=review", "--label_column=stars", "--do_train", "--do_eval",
-       "--max_seq_length=16", "--train_batch_size=8", "--train_step=4",
-       "--save_checkpoints_steps=4", "--iterations_per_loop=4"],
-      capture_output=True, text=True, timeout=300)
-  assert run.returncode == 0, run.stderr[-2000:]
-  assert "accuracy = " in (tmp_path / "out" / "eval_results.txt").read_text()
 
 
 def test_cached_features_of_other_data_are_rebuilt_not_reused(cache, tmp_path):

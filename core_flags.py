@@ -1,0 +1,84 @@
+"""The flags every training script shares (the training core's), and how a script runs a job.
+
+run_pretraining.py, run_classifier.py, run_squad.py and run_race.py define their own flags and
+call `define_core_flags(<their options>())` for these, so each flag has one meaning everywhere.
+"""
+
+import dataclasses
+import logging
+
+from absl import flags
+
+from albert_tf.core import PRECISIONS, Preempted
+from albert_tf.distribute import STRATEGIES, create_strategy
+
+FLAGS = flags.FLAGS
+
+
+def define_core_flags(defaults):
+  """Defines the core's flags with `defaults` (a job's options dataclass instance)."""
+  d = defaults
+  flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps,
+                       "Steps between checkpoints (and dev evaluations where a job has them).")
+  flags.DEFINE_integer("keep_checkpoint_max", d.keep_checkpoint_max, "Checkpoints kept.")
+  flags.DEFINE_integer("iterations_per_loop", d.iterations_per_loop,
+                       "Steps per tf.function call (host round trip).")
+  flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES), "tf.distribute.")
+  flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --distribution_strategy=tpu).")
+  flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
+  flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
+  flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
+  flags.DEFINE_string("master", None, "TensorFlow master (TPU address when no --tpu_name).")
+  flags.DEFINE_integer("num_tpu_cores", 8, "TPU cores (informational: the TPU system decides).")
+  flags.DEFINE_integer("gradient_accumulation_steps", d.gradient_accumulation_steps,
+                       "Micro-batches per step (train_batch_size is the whole step's batch).")
+  flags.DEFINE_enum("mixed_precision", d.mixed_precision, list(PRECISIONS),
+                    "Compute precision (float16 uses dynamic loss scaling; bfloat16 for "
+                    "TPUs and CPUs with AVX512_BF16/AMX).")
+  flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the forward and backward pass.")
+  flags.DEFINE_bool("bias_correction", d.bias_correction,
+                    "Adam bias correction in LAMB/AdamW (the original has none).")
+  flags.DEFINE_bool("recompute_grad", d.recompute_grad,
+                    "Recompute each transformer block in the backward pass: activation memory "
+                    "of one block instead of all, for about a third more compute.")
+  flags.DEFINE_list("freeze", list(d.freeze),
+                    "Parts not trained: embeddings (with the E -> H projection), group_0, "
+                    "group_1, ... (transformer groups; with full sharing, the default, all "
+                    "layers are one group, group_0), pooler.")
+  flags.DEFINE_integer("seed", d.seed, "Seed of the initial weights, dropout and input "
+                       "shuffling: the same seed repeats a run on the same machine.")
+  flags.DEFINE_bool("checkpoint_input_pipeline", d.checkpoint_input_pipeline,
+                    "Save the input position in checkpoints (one device / mirrored), so a "
+                    "resumed run reads exactly the batches an uninterrupted run would.")
+  flags.DEFINE_float("log_every_seconds", d.log_every_seconds, "Seconds between progress lines.")
+
+
+def options_from_flags(options_class, **extra):
+  """`options_class` filled from the flags of the same names (and `extra`)."""
+  values = {}
+  for field in dataclasses.fields(options_class):
+    if field.name in extra:
+      values[field.name] = extra[field.name]
+    elif field.name in FLAGS:
+      value = FLAGS[field.name].value
+      values[field.name] = tuple(value) if isinstance(value, list) else value
+  return options_class(**values)
+
+
+def run_job(job, options):
+  """Runs `job(options, strategy)` and returns the exit code: 0 when done or preempted
+  (SIGTERM: a checkpoint was saved; the same command resumes), 1 with one line on bad input."""
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+  logging.getLogger().setLevel(logging.INFO)
+  strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
+  try:
+    strategy = create_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
+                               FLAGS.master)
+    job(options, strategy)
+  except Preempted as e:
+    logging.warning("%s", e)
+    return 0
+  except (OSError, ValueError, FloatingPointError) as e:
+    logging.error("%s", e)
+    return 1
+  return 0

@@ -1,0 +1,197 @@
+"""The training core under fine-tuning: accumulation, precision, freezing, distillation, SIGTERM."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig
+from albert_tf.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
+from albert_tf.core import freeze_parts
+from albert_tf.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map,
+                                    soft_target_loss)
+from albert_tf.finetuning import ClassifierOptions, ClassifierRunner, run_classifier
+from albert_tf.modeling.classifier import AlbertClassifier
+from conftest import ROOT, SHARED_DATA
+
+SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
+
+
+@pytest.fixture(scope="module")
+def csv_task(tmp_path_factory):
+  """A 32-row user CSV (review, stars) and a dropout-free tiny config."""
+  folder = tmp_path_factory.mktemp("csv")
+  rows = ["review,stars"] + [f"{'great fun' if i % 2 else 'dull and slow'} take {i},{i % 2}"
+                             for i in range(32)]
+  for split in ("train", "dev"):
+    (folder / f"{split}.csv").write_text("\n".join(rows) + "\n")
+  AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).to_json_file(
+          folder / "tiny_nodropout.json")
+  return folder
+
+
+def opts(data, out, **changes):
+  base = dict(task_name="csv", data_dir=str(data), output_dir=str(out),
+              albert_config_file=str(data / "tiny_nodropout.json"), spm_model_file=str(SPM),
+              max_seq_length=16, do_train=True, train_batch_size=16, train_step=2,
+              save_checkpoints_steps=2, iterations_per_loop=2, learning_rate=1e-3, seed=3,
+              log_every_seconds=0,
+              csv_options=dict(text_a_column="review", label_column="stars"))
+  base.update(changes)
+  return ClassifierOptions(**base)
+
+
+def trained_weights(options, history=None):
+  runner = ClassifierRunner(options)
+  runner.model.head.dropout.rate = 0.0  # the original's fixed 0.1 head dropout: off to compare
+  runner.restore_or_initialize()
+  initial = {n: v.numpy() for n, v in tf1_variable_map(runner.model).items()}
+  runner.train(history)
+  return initial, {n: v.numpy() for n, v in tf1_variable_map(runner.model).items()}
+
+
+def test_accumulation_equals_one_big_batch(csv_task, tmp_path):
+  start, whole = trained_weights(opts(csv_task, tmp_path / "k1"))
+  _, accumulated = trained_weights(opts(csv_task, tmp_path / "k4",
+                                        gradient_accumulation_steps=4))
+  for name in whole:
+    # 4 micro-batches of 4 sum to the batch of 16's gradient up to float32 rounding.
+    np.testing.assert_allclose(accumulated[name], whole[name], atol=2e-6, err_msg=name)
+    assert not np.array_equal(whole[name], start[name]), name  # compared after updates
+
+
+def test_bfloat16_fine_tuning_follows_the_float32_loss_curve(csv_task, tmp_path):
+  curves = {}
+  for precision in ("float32", "bfloat16"):
+    history = []
+    trained_weights(opts(csv_task, tmp_path / precision, mixed_precision=precision,
+                         train_step=30, save_checkpoints_steps=30, iterations_per_loop=10),
+                    history)
+    curves[precision] = np.array([h["loss"] for h in history])
+  assert curves["float32"][-1] < curves["float32"][0] - 0.1  # it learns, so closeness matters
+  np.testing.assert_allclose(curves["bfloat16"], curves["float32"], atol=0.05)
+
+
+def test_frozen_parts_do_not_move_and_unknown_parts_are_refused(csv_task, tmp_path):
+  start, end = trained_weights(opts(csv_task, tmp_path, freeze=("embeddings", "pooler")))
+  frozen = [n for n in start if n.startswith(("bert/embeddings/", "bert/pooler/"))
+            or "embedding_hidden_mapping_in" in n]
+  assert len(frozen) == 9  # 5 embedding, 2 projection, 2 pooler variables
+  for name in start:
+    if name in frozen:
+      np.testing.assert_array_equal(end[name], start[name], err_msg=name)
+    else:
+      assert not np.array_equal(end[name], start[name]), name
+  model = AlbertClassifier(AlbertConfig.from_json_file(csv_task / "tiny_nodropout.json"), 2)
+  with pytest.raises(ValueError, match="group_1: this model's parts are embeddings, group_0, "
+                     r"pooler \(with full sharing every layer is group_0\)"):
+    freeze_parts(model, ["group_1"])
+
+
+def numpy_distillation(student, teacher, labels, temperature, alpha):
+  """Hinton et al.'s loss written out in NumPy: T^2 KL(p_t^T || p_s^T) and CE on labels."""
+  def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+  p_t, p_s = softmax(teacher / temperature), softmax(student / temperature)
+  kl = (p_t * (np.log(p_t) - np.log(p_s))).sum(-1) * temperature ** 2
+  ce = -np.log(softmax(student)[np.arange(len(labels)), labels])
+  return alpha * kl + (1 - alpha) * ce
+
+
+def test_distillation_loss_matches_a_numpy_reference():
+  rng = np.random.default_rng(0)
+  student, teacher = (rng.normal(size=(2, 6, 3)) * 3).astype(np.float32)
+  labels = rng.integers(0, 3, 6)
+  for temperature, alpha in ((1.0, 0.5), (4.0, 0.9), (2.0, 0.0)):
+    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=student)
+    ours = alpha * soft_target_loss(student, teacher, temperature) + (1 - alpha) * ce
+    np.testing.assert_allclose(ours.numpy(),
+                               numpy_distillation(student.astype(np.float64),
+                                                  teacher.astype(np.float64), labels,
+                                                  temperature, alpha),
+                               rtol=1e-5, atol=1e-6)  # float32 vs float64
+  hidden = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
+  mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+  expected = [((hidden[0][b] - hidden[1][b]) ** 2)[mask[b] == 1].mean() for b in range(2)]
+  np.testing.assert_allclose(hidden_state_loss(*hidden, mask).numpy(), expected, rtol=1e-5)
+  assert layer_map(None, 2, 6) == [(1, 3), (2, 6)]
+  assert layer_map("1:2,2:4", 2, 6) == [(1, 2), (2, 4)]
+
+
+def test_a_student_with_the_teachers_depth_and_weights_reproduces_the_teacher(csv_task,
+                                                                           tmp_path):
+  config = AlbertConfig.from_json_file(csv_task / "tiny_nodropout.json")
+  teacher = AlbertClassifier(config, 2)
+  native_checkpoint(teacher).write(str(tmp_path / "teacher" / "ckpt-1"))
+  config.to_json_file(tmp_path / "teacher" / "albert_config.json")
+  options = DistillOptions(teacher_checkpoint=str(tmp_path / "teacher"), temperature=2.0,
+                           alpha=1.0, hidden_weight=1.0,
+                           student_num_hidden_layers=config.num_hidden_layers)
+  distiller = Distiller(options, config, 2, False, str(csv_task / "tiny_nodropout.json"))
+  distiller.build()
+  student = AlbertClassifier(config, 2)
+  load_checkpoint(student, str(tmp_path / "teacher"))
+  inputs = {"input_word_ids": tf.constant([[2, 40, 50, 3, 0]]),
+            "input_mask": tf.constant([[1, 1, 1, 1, 0]]),
+            "input_type_ids": tf.zeros([1, 5], tf.int32)}
+  np.testing.assert_allclose(student(inputs).numpy(), teacher(inputs).numpy(), atol=1e-6)
+  student.head.dropout.rate = 0.0  # the head's fixed dropout would differ from inference
+  loss = distiller.per_example_loss(student, dict(inputs, label_ids=tf.constant([1])),
+                                    lambda logits, labels: tf.zeros([1]))
+  np.testing.assert_allclose(loss.numpy(), [0.0], atol=1e-6)  # nothing left to learn
+
+
+def test_a_half_depth_student_distils_from_a_run_classifier_teacher(csv_task, tmp_path):
+  teacher_dir = tmp_path / "teacher"
+  run_classifier(opts(csv_task, teacher_dir))
+  distill = DistillOptions(teacher_checkpoint=str(teacher_dir), temperature=2.0, alpha=0.7,
+                           hidden_weight=0.5, student_num_hidden_layers=1)
+  results = run_classifier(opts(csv_task, tmp_path / "student", do_eval=True, distill=distill))
+  assert np.isfinite(results["loss"])
+  saved = AlbertConfig.from_json_file(tmp_path / "student" / "albert_config.json")
+  assert saved.num_hidden_layers == 1  # exports of the student build the shallow model
+
+
+def test_sigterm_saves_a_checkpoint_exits_0_and_the_same_command_resumes(csv_task, tmp_path):
+  """A real signal to a real run_classifier.py process (a user's CSV task)."""
+  out = tmp_path / "out"
+  command = [sys.executable, str(ROOT / "run_classifier.py"), "--task_name=csv",
+             f"--data_dir={csv_task}", f"--output_dir={out}",
+             f"--albert_config_file={ROOT / 'configs' / 'tiny.json'}", f"--spm_model_file={SPM}",
+             "--text_a_column=review", "--label_column=stars", "--do_train", "--do_eval",
+             "--max_seq_length=16", "--train_batch_size=8", "--train_step=100000",
+             "--save_checkpoints_steps=50000", "--iterations_per_loop=50000",
+             "--log_every_seconds=1"]
+  log = tmp_path / "log.txt"
+  with open(log, "w") as stderr:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+      deadline = time.time() + 120
+      while "Resumed from" not in log.read_text() and "random weights" not in log.read_text():
+        assert time.time() < deadline and process.poll() is None, log.read_text()[-2000:]
+        time.sleep(0.2)
+      time.sleep(10)  # tracing done: inside the first 50000-step loop (minutes long)
+      process.send_signal(signal.SIGTERM)
+      code = process.wait(timeout=60)
+    finally:
+      if process.poll() is None:
+        process.kill()
+  assert code == 0, log.read_text()[-2000:]
+  saved = tf.train.latest_checkpoint(str(out))
+  step = int(saved.rsplit("-", 1)[1])
+  assert step < 50000, saved  # the in-graph loop stopped within a step, not at its end
+  assert "stopped by SIGTERM" in log.read_text()
+  finish = [c.replace("--train_step=100000", f"--train_step={step + 4}") for c in command]
+  done = subprocess.run(finish, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert f"Resumed from {saved} at step {step}" in done.stderr
+  assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{step + 4}")
+  assert "accuracy = " in (out / "eval_results.txt").read_text()
+  assert not os.path.exists(out / "nonfinite")
