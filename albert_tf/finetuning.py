@@ -264,14 +264,20 @@ class ClassifierRunner(FineTuner):
     return target
 
   def export(self):
-    """A raw-text serving SavedModel of the current weights (TF Serving ready)."""
+    """A raw-text serving SavedModel of the current weights (TF Serving ready); with
+    --tflite_quantize also `classifier.tflite` in it (token ids -> logits, int8 weights)."""
     from albert_tf.export.task_models import export_classifier  # pylint: disable=g-import-not-at-top
+    from albert_tf.export.tflite import export_classifier_tflite  # pylint: disable=g-import-not-at-top
     o = self.options
     path = export_classifier(self.model, o.export_dir, self.labels,
                              spm_model_file=o.spm_model_file,
                              vocab_file=None if o.spm_model_file else o.vocab_file,
                              do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length)
     logger.info("Exported the serving model (raw text in) to %s", path)
+    if o.tflite_quantize:
+      tflite = os.path.join(path, "classifier.tflite")
+      size = export_classifier_tflite(self.model, tflite, o.max_seq_length, quantize=True)
+      logger.info("Wrote %s (dynamic-range int8): %.1f MB", tflite, size / 1e6)
     return path
 
   # --- best checkpoint -------------------------------------------------------------------------

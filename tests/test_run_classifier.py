@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
+from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
+from albert_tf.distillation import DistillOptions, Distiller
+from albert_tf.export.tflite import tflite_logits
+from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.export.encoder import export_encoder
 from albert_tf.finetuning import ClassifierOptions, run_classifier
 from conftest import ROOT, SHARED_DATA
@@ -41,9 +44,25 @@ def lines(path):
 
 def test_real_data_sst2_writes_every_output(cache, tmp_path):
   results = run_classifier(opts("sst-2", tmp_path, cache, do_predict=True,
-                                export_dir=str(tmp_path / "serving")))
+                                export_dir=str(tmp_path / "serving"), tflite_quantize=True))
   serving = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
   assert serving(text_a=tf.constant(["a fine film"]))["label_names"].numpy()[0] in (b"0", b"1")
+  # The export is a distillation teacher (ids -> logits) and has an int8 TFLite twin: both
+  # give the final checkpoint's logits (int8 weights within 0.05).
+  model = AlbertClassifier(AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json"), 2)
+  load_checkpoint(model, str(tmp_path))
+  inputs = {"input_word_ids": tf.constant([[2, 48, 1340, 9, 3, 0], [2, 21, 3, 0, 0, 0]]),
+            "input_mask": tf.constant([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]]),
+            "input_type_ids": tf.zeros([2, 6], tf.int32)}
+  teacher = Distiller(DistillOptions(teacher_export_dir=str(tmp_path / "serving")),
+                      model.config, 2, False, None)
+  teacher.build()
+  expected = model(inputs, training=False).numpy()
+  np.testing.assert_allclose(teacher.teacher_outputs(inputs)[0].numpy(), expected, atol=1e-5)
+  padded = {k: np.pad(v.numpy(), [(0, 0), (0, 26)]) for k, v in inputs.items()}
+  int8 = tflite_logits(str(tmp_path / "serving" / "classifier.tflite"), *(
+      padded[k] for k in ("input_word_ids", "input_mask", "input_type_ids")))
+  np.testing.assert_allclose(int8, expected, atol=0.05)
   assert [l.split(" = ")[0] for l in lines(tmp_path / "eval_results.txt")] == [
       "accuracy", "global_step", "loss"]
   assert results["global_step"] == 6 and 0.0 <= results["accuracy"] <= 1.0

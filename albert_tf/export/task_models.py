@@ -83,7 +83,8 @@ class ClassifierServing(tf.Module):
 
   Signatures: `serving_default(text_a)` and `text_pair(text_a, text_b)`; classification
   returns `label_ids` int32 [batch], `label_names` string [batch], `probabilities` float32
-  [batch, num_labels]; regression returns `scores` float32 [batch].
+  [batch, num_labels]; regression returns `scores` float32 [batch]. `encoded(input_word_ids,
+  input_mask, input_type_ids)` takes token ids and returns `logits` (a distillation teacher's).
   """
 
   def __init__(self, classifier, tokenizer, labels=None, max_seq_length=128):
@@ -106,6 +107,12 @@ class ClassifierServing(tf.Module):
     return self._predict(pack_inputs(
         self.tokenizer.tokenize(text_a), max_seq_length=self.max_seq_length,
         cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id))
+
+  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
+                                for n in INPUT_NAMES])
+  def encoded(self, input_word_ids, input_mask, input_type_ids):
+    inputs = dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))
+    return {"logits": tf.cast(self.classifier(inputs, training=False), tf.float32)}
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                 tf.TensorSpec([None], tf.string, name="text_b")])
@@ -147,4 +154,5 @@ def export_classifier(classifier, export_dir, labels=None, spm_model_file=None,
   module = ClassifierServing(classifier, tokenizer, labels, max_seq_length)
   return _save(module, export_dir, {
       "serving_default": module.__call__.get_concrete_function(),
-      "text_pair": module.text_pair.get_concrete_function()})
+      "text_pair": module.text_pair.get_concrete_function(),
+      "encoded": module.encoded.get_concrete_function()})
