@@ -17,7 +17,6 @@ import logging
 import os
 import time
 
-import numpy as np
 import tensorflow as tf
 
 from albert_tf import cmrc2018
