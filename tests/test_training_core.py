@@ -71,6 +71,7 @@ def test_bfloat16_fine_tuning_follows_the_float32_loss_curve(csv_task, tmp_path)
   for precision in ("float32", "bfloat16"):
     history = []
     trained_weights(opts(csv_task, tmp_path / precision, mixed_precision=precision,
+                         jit_compile=precision == "float32",  # XLA on the way (a shared flag)
                          train_step=30, save_checkpoints_steps=30, iterations_per_loop=10),
                     history)
     curves[precision] = np.array([h["loss"] for h in history])
