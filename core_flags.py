@@ -18,6 +18,12 @@ FLAGS = flags.FLAGS
 def define_core_flags(defaults):
   """Defines the core's flags with `defaults` (a job's options dataclass instance)."""
   d = defaults
+  flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
+  flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and the job's results.")
+  flags.DEFINE_integer("train_batch_size", d.train_batch_size,
+                       "Global train batch per optimizer step (all replicas, all micro-batches).")
+  flags.DEFINE_enum("optimizer", d.optimizer, ["lamb", "adamw"], "Optimizer.")
+  flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
   flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps,
                        "Steps between checkpoints (and dev evaluations where a job has them).")
   flags.DEFINE_integer("keep_checkpoint_max", d.keep_checkpoint_max, "Checkpoints kept.")
@@ -51,6 +57,19 @@ def define_core_flags(defaults):
                     "Save the input position in checkpoints (one device / mirrored), so a "
                     "resumed run reads exactly the batches an uninterrupted run would.")
   flags.DEFINE_float("log_every_seconds", d.log_every_seconds, "Seconds between progress lines.")
+
+
+def define_finetuning_flags(defaults):
+  """The flags of every fine-tuning script: its starting point and vocabulary."""
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Starting weights: our checkpoint or an original TF1 one (albert_zh too).")
+  flags.DEFINE_string("albert_hub_module_handle", None,
+                      "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model (ALBERT's English models).")
+  flags.DEFINE_string("vocab_file", None,
+                      "WordPiece vocab.txt when no --spm_model_file (albert_zh's Chinese models).")
+  flags.DEFINE_bool("do_lower_case", defaults.do_lower_case, "Lowercase the input.")
+  flags.DEFINE_integer("predict_batch_size", defaults.predict_batch_size, "Predict batch.")
 
 
 def options_from_flags(options_class, **extra):

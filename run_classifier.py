@@ -26,7 +26,7 @@ from absl import flags
 
 from albert_tf.distillation import DistillOptions
 from albert_tf.finetuning import ClassifierOptions, run_classifier
-from core_flags import define_core_flags, options_from_flags, run_job
+from core_flags import define_core_flags, define_finetuning_flags, options_from_flags, run_job
 
 FLAGS = flags.FLAGS
 _D = ClassifierOptions()
@@ -36,24 +36,12 @@ flags.DEFINE_string("task_name", None, "GLUE task (cola, mnli, mnli-mm, mrpc, qn
                     "cmnli, csl: CLUE's JSON lines; lcqmc: albert_zh's train/dev/test.txt; "
                     "chnsenticorp: TSV with header label, text_a) or 'csv' for your own data.")
 flags.DEFINE_string("data_dir", None, "Folder with the task's train/dev/test files.")
-flags.DEFINE_string("output_dir", None, "Checkpoints, eval_results.txt, predictions.")
-flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
-flags.DEFINE_string("init_checkpoint", None, "Our checkpoint or an original TF1 one.")
-flags.DEFINE_string("albert_hub_module_handle", None,
-                    "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (when no --spm_model_file).")
-flags.DEFINE_bool("do_lower_case", _D.do_lower_case, "Lowercase the input.")
 flags.DEFINE_integer("max_seq_length", _D.max_seq_length, "Sequence length.")
 flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate on dev (and keep the best checkpoint).")
 flags.DEFINE_bool("do_predict", False, "Write test-set predictions: GLUE's <TASK>.tsv, or for "
                   "a Chinese task CLUE's <task>_predict.json (each test row's own id).")
-flags.DEFINE_integer("train_batch_size", _D.train_batch_size, "Global train batch.")
 flags.DEFINE_integer("eval_batch_size", _D.eval_batch_size, "Eval batch.")
-flags.DEFINE_integer("predict_batch_size", _D.predict_batch_size, "Predict batch.")
-flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate.")
-flags.DEFINE_enum("optimizer", _D.optimizer, ["adamw", "lamb"], "Optimizer.")
 flags.DEFINE_integer("train_step", _D.train_step, "Training steps.")
 flags.DEFINE_integer("warmup_step", _D.warmup_step, "Warm-up steps.")
 flags.DEFINE_string("cached_dir", None, "Where feature TFRecords are cached (default output).")
@@ -88,6 +76,7 @@ flags.DEFINE_bool("regression", False, "csv task: float labels, MSE loss.")
 
 
 define_core_flags(_D)
+define_finetuning_flags(_D)
 
 
 def main(argv):

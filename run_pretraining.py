@@ -19,9 +19,7 @@ from core_flags import define_core_flags, options_from_flags, run_job
 FLAGS = flags.FLAGS
 _D = PretrainingOptions()
 
-flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
 flags.DEFINE_string("input_file", None, "Pretraining TFRecords: comma list and/or globs.")
-flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and eval_results.txt.")
 flags.DEFINE_string("init_checkpoint", None,
                     "Initial weights: an albert-tf checkpoint or an original TF1 one.")
 flags.DEFINE_integer("max_seq_length", _D.max_seq_length, "Sequence length of the data.")
@@ -29,10 +27,7 @@ flags.DEFINE_integer("max_predictions_per_seq", _D.max_predictions_per_seq,
                      "Masked LM predictions per sequence in the data.")
 flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate (writes eval_results.txt).")
-flags.DEFINE_integer("train_batch_size", _D.train_batch_size, "Global batch per step.")
 flags.DEFINE_integer("eval_batch_size", _D.eval_batch_size, "Global eval batch.")
-flags.DEFINE_enum("optimizer", _D.optimizer, ["lamb", "adamw"], "Optimizer.")
-flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate.")
 flags.DEFINE_float("poly_power", _D.poly_power, "Power of the polynomial decay.")
 flags.DEFINE_integer("num_train_steps", _D.num_train_steps, "Training steps.")
 flags.DEFINE_integer("num_warmup_steps", _D.num_warmup_steps, "Warm-up steps.")

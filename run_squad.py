@@ -27,31 +27,18 @@ from absl import app
 from absl import flags
 
 from albert_tf.squad import SquadOptions, run_squad
-from core_flags import define_core_flags, options_from_flags, run_job
+from core_flags import define_core_flags, define_finetuning_flags, options_from_flags, run_job
 
 FLAGS = flags.FLAGS
 _D = SquadOptions()
 
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.")
-flags.DEFINE_string("output_dir", None, "Checkpoints, predictions, eval_results.txt.")
-flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
-flags.DEFINE_string("init_checkpoint", None, "Our checkpoint or an original TF1 one.")
-flags.DEFINE_string("albert_hub_module_handle", None,
-                    "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model (ALBERT's English models).")
-flags.DEFINE_string("vocab_file", None,
-                    "WordPiece vocab.txt (e.g. albert_zh), used when no --spm_model_file.")
-flags.DEFINE_bool("do_lower_case", _D.do_lower_case, "Lowercase the input.")
 flags.DEFINE_integer("max_seq_length", _D.max_seq_length, "Pieces per window, all included.")
 flags.DEFINE_integer("doc_stride", _D.doc_stride, "Pieces between window starts.")
 flags.DEFINE_integer("max_query_length", _D.max_query_length, "Questions are cut to this.")
 flags.DEFINE_bool("do_train", False, "Train on --train_file.")
 flags.DEFINE_bool("do_predict", False, "Predict --predict_file (and score it if it has answers).")
-flags.DEFINE_integer("train_batch_size", _D.train_batch_size, "Global train batch.")
-flags.DEFINE_integer("predict_batch_size", _D.predict_batch_size, "Predict batch.")
-flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate.")
-flags.DEFINE_enum("optimizer", _D.optimizer, ["adamw", "lamb"], "Optimizer.")
 flags.DEFINE_float("num_train_epochs", _D.num_train_epochs,
                    "Epochs; steps = questions / train_batch_size * epochs, as the original.")
 flags.DEFINE_float("warmup_proportion", _D.warmup_proportion, "Share of steps warming up.")
@@ -78,6 +65,7 @@ flags.DEFINE_enum("eval_metric", _D.eval_metric, ["squad", "cmrc2018", "auto"],
 
 
 define_core_flags(_D)
+define_finetuning_flags(_D)
 
 
 def main(argv):

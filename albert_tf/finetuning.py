@@ -34,26 +34,31 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class ClassifierOptions(CoreOptions):
-  """run_classifier.py's flags (the original's names and defaults; the core's shared ones)."""
-  task_name: str = None
-  data_dir: str = None
+class FineTuningOptions(CoreOptions):
+  """The flags every fine-tuning job shares: the model, its starting point, the vocabulary."""
   albert_config_file: str = None
   init_checkpoint: str = None
   albert_hub_module_handle: str = None
   spm_model_file: str = None
   vocab_file: str = None
   do_lower_case: bool = True
-  max_seq_length: int = 512
   do_train: bool = False
-  do_eval: bool = False
   do_predict: bool = False
-  eval_batch_size: int = 8
   predict_batch_size: int = 8
+  export_dir: str = None
+
+
+@dataclasses.dataclass
+class ClassifierOptions(FineTuningOptions):
+  """run_classifier.py's flags (the original's names and defaults)."""
+  task_name: str = None
+  data_dir: str = None
+  max_seq_length: int = 512
+  do_eval: bool = False
+  eval_batch_size: int = 8
   train_step: int = 1000
   warmup_step: int = 0
   cached_dir: str = None
-  export_dir: str = None
   tflite_quantize: bool = False
   layerwise_lr_decay: float = None
   csv_options: dict = dataclasses.field(default_factory=dict)
@@ -123,6 +128,50 @@ class FineTuner(Task):
     return self.core.fit(dataset, on_checkpoint, history)
 
 
+  # --- best checkpoint -------------------------------------------------------------------------
+  best_metric = None  # the dev metric that picks the best checkpoint (higher is better)
+
+  def train_keeping_best(self, dataset, history=None):
+    """Trains; with --do_eval, evaluates after every checkpoint and keeps the best one (by
+    `best_metric`) in output_dir/best with its results (best_results.txt)."""
+    best = [self._best_score()]
+
+    def on_checkpoint(saved):
+      if self.options.do_eval:
+        best[0] = self._keep_if_best(saved, self.evaluate(), best[0])
+    return self.core.fit(dataset, on_checkpoint, history)
+
+  def _best_score(self):
+    path = os.path.join(self.options.output_dir, "best", "best_results.txt")
+    if not tf.io.gfile.exists(path):
+      return None
+    with tf.io.gfile.GFile(path) as f:
+      for line in f:
+        key, _, value = line.partition(" = ")
+        if key == self.best_metric:
+          return float(value)
+    return None
+
+  def _keep_if_best(self, saved, results, best):
+    score = results[self.best_metric]
+    if best is not None and not score > best:
+      return best
+    folder = os.path.join(self.options.output_dir, "best")
+    tmp = folder + ".tmp"
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)
+    tf.io.gfile.makedirs(tmp)
+    for source in tf.io.gfile.glob(saved + ".*"):
+      tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
+    guards.write_results(os.path.join(tmp, "best_results.txt"), results)
+    if tf.io.gfile.exists(folder):
+      shutil.rmtree(folder)
+    tf.io.gfile.rename(tmp, folder)
+    logger.info("New best %s = %.4f at step %d -> %s", self.best_metric, score,
+                results["global_step"], folder)
+    return score
+
+
 class ClassifierRunner(FineTuner):
   """Data, model, optimizer and checkpoints of one fine-tuning job."""
 
@@ -132,6 +181,7 @@ class ClassifierRunner(FineTuner):
     self.regression = self.processor.is_regression
     self.labels = None if self.regression else self.processor.get_labels(
         **({"data_dir": o.data_dir} if o.task_name.lower() == "csv" else {}))
+    self.best_metric = self.processor.metric_names[0]
     super().__init__(options, strategy, o.train_step, o.warmup_step)
 
   last_eval = None  # the latest dev results of this run
@@ -211,12 +261,7 @@ class ClassifierRunner(FineTuner):
     _, path = self._records("train")
     dataset = classification.classification_dataset(path, o.max_seq_length, o.train_batch_size,
                                                     True, self.regression, seed=o.seed)
-    best = [self._best_score()]
-
-    def on_checkpoint(saved):
-      if o.do_eval:
-        best[0] = self._keep_if_best(saved, self.evaluate(), best[0])
-    return super().train(dataset, on_checkpoint, history)
+    return self.train_keeping_best(dataset, history)
 
   # --- eval and predict ---------------------------------------------------------------------
   def _predict(self, path, batch_size):
@@ -279,40 +324,6 @@ class ClassifierRunner(FineTuner):
       size = export_classifier_tflite(self.model, tflite, o.max_seq_length, quantize=True)
       logger.info("Wrote %s (dynamic-range int8): %.1f MB", tflite, size / 1e6)
     return path
-
-  # --- best checkpoint -------------------------------------------------------------------------
-  def _best_score(self):
-    path = os.path.join(self.options.output_dir, "best", "best_results.txt")
-    if not tf.io.gfile.exists(path):
-      return None
-    metric = self.processor.metric_names[0]
-    with tf.io.gfile.GFile(path) as f:
-      for line in f:
-        key, _, value = line.partition(" = ")
-        if key == metric:
-          return float(value)
-    return None
-
-  def _keep_if_best(self, saved, results, best):
-    metric = self.processor.metric_names[0]
-    score = results[metric]
-    if best is not None and not score > best:
-      return best
-    folder = os.path.join(self.options.output_dir, "best")
-    tmp = folder + ".tmp"
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.rmtree(tmp)
-    tf.io.gfile.makedirs(tmp)
-    for source in tf.io.gfile.glob(saved + ".*"):
-      tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
-    write_results(os.path.join(tmp, "best_results.txt"), results)
-    if tf.io.gfile.exists(folder):
-      shutil.rmtree(folder)
-    tf.io.gfile.rename(tmp, folder)
-    logger.info("New best %s = %.4f at step %d -> %s", metric, score, results["global_step"],
-                folder)
-    return score
-
 
 write_results = guards.write_results  # (run_squad imports it from here)
 

@@ -20,9 +20,8 @@ import time
 import tensorflow as tf
 
 from albert_tf import cmrc2018
-from albert_tf.core import CoreOptions
 from albert_tf.data import squad as squad_data
-from albert_tf.finetuning import FineTuner, write_results
+from albert_tf.finetuning import FineTuner, FineTuningOptions, write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
 
@@ -30,22 +29,13 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class SquadOptions(CoreOptions):
-  """run_squad.py's flags (the original's names and defaults; the core's shared ones)."""
+class SquadOptions(FineTuningOptions):
+  """run_squad.py's flags (the original's names and defaults)."""
   train_file: str = None
   predict_file: str = None
-  albert_config_file: str = None
-  init_checkpoint: str = None
-  albert_hub_module_handle: str = None
-  spm_model_file: str = None
-  vocab_file: str = None
-  do_lower_case: bool = True
   max_seq_length: int = 384
   doc_stride: int = 128
   max_query_length: int = 64
-  do_train: bool = False
-  do_predict: bool = False
-  predict_batch_size: int = 8
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
   n_best_size: int = 20
@@ -57,7 +47,6 @@ class SquadOptions(CoreOptions):
   null_score_diff_threshold: float = None
   train_feature_file: str = None
   predict_feature_file: str = None
-  export_dir: str = None
   layerwise_lr_decay: float = None
   eval_metric: str = "auto"
 

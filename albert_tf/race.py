@@ -1,0 +1,248 @@
+"""The run_race job: RACE (or users' multiple choice) on the training core, as the original.
+
+Train with the core's flags (strategies, precision, accumulation, guards); after every
+checkpoint (--do_eval) the dev split is scored and the best checkpoint by accuracy kept in
+`output_dir/best`. `eval_results.txt` has accuracy overall and per level (`accuracy_middle`,
+`accuracy_high`); `--do_predict` writes `test_predictions.jsonl` (and `test_results.txt` when
+the test files carry answers); `--export_dir` a SavedModel answering raw text.
+"""
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import guards
+from albert_tf.data import race as race_data
+from albert_tf.finetuning import FineTuner, FineTuningOptions
+from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+
+logger = logging.getLogger(__name__)
+
+ANSWER_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclasses.dataclass
+class RaceOptions(FineTuningOptions):
+  """run_race.py's flags: the original's names and defaults (and the core's)."""
+  task_name: str = "race"
+  data_dir: str = None
+  dropout_prob: float = 0.1
+  max_seq_length: int = 512
+  max_qa_length: int = 128
+  high_only: bool = False
+  middle_only: bool = False
+  do_train: bool = True
+  do_eval: bool = True
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  learning_rate: float = 1e-5
+  train_step: int = 12000
+  warmup_step: int = 1000
+  save_checkpoints_steps: int = 100
+  train_file: str = None
+  eval_file: str = None
+  predict_file: str = None
+  cached_dir: str = None
+  # task_name=csv: users' own multiple choice
+  context_column: str = None
+  question_column: str = None
+  option_columns: tuple = ()
+  label_column: str = "label"
+
+
+class RaceRunner(FineTuner):
+  """Data, model and checkpoints of one multiple-choice job."""
+
+  best_metric = "accuracy"
+
+  def __init__(self, options, strategy=None):
+    o = options
+    self.task = o.task_name.lower()
+    if self.task not in ("race", "csv"):
+      raise ValueError(f"--task_name={o.task_name}: run_race.py knows race and csv")
+    if self.task == "csv" and not (o.context_column and o.question_column and
+                                   len(o.option_columns) >= 2):
+      raise ValueError("--task_name=csv needs --context_column, --question_column and two or "
+                       "more --option_columns")
+    self.num_choices = (len(o.option_columns) if self.task == "csv"
+                        else race_data.RACE_CHOICES)
+    super().__init__(options, strategy, o.train_step, o.warmup_step)
+
+  def build_model(self):
+    return AlbertMultipleChoice(self.config, self.options.dropout_prob).build_for(
+        self.num_choices)
+
+  def model_flags(self):
+    return {"task_name": self.task, "num_choices": self.num_choices}
+
+  def per_example_loss(self, model, batch):
+    logits = model({n: batch[n] for n in INPUT_NAMES}, training=True)
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch["label_ids"],
+                                                          logits=logits)
+
+  # --- data ---------------------------------------------------------------------------------
+  def examples(self, split):
+    o = self.options
+    if self.task == "race":
+      examples = race_data.read_race_examples(o.data_dir, split, self.tokenizer, o.high_only,
+                                              o.middle_only)
+    else:
+      path = _csv_file(o.data_dir, split)
+      examples = race_data.read_csv_examples(path, o.context_column, o.question_column,
+                                             o.option_columns, o.label_column, self.tokenizer)
+    if not examples:
+      raise ValueError(f"the {split} split in {o.data_dir} has no questions")
+    return examples
+
+  def records(self, split):
+    """The split's examples and their cached TFRecord (rebuilt when data or flags change)."""
+    o = self.options
+    examples = self.examples(split)
+    folder = o.cached_dir or o.output_dir
+    path = {"train": o.train_file, "dev": o.eval_file, "test": o.predict_file}[split] or \
+        os.path.join(folder, f"{self.task}_{split}_{o.max_seq_length}.tf_record")
+    tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+    sidecar, key = path + ".json", self._features_key(examples)
+    if tf.io.gfile.exists(path) and tf.io.gfile.exists(sidecar):
+      with tf.io.gfile.GFile(sidecar) as f:
+        if json.load(f).get("key") == key:
+          return examples, path
+    count = race_data.write_tfrecord(examples, self.tokenizer, o.max_seq_length,
+                                     o.max_qa_length, path)
+    guards.write_text_atomically(sidecar, json.dumps({"key": key, "examples": count}))
+    logger.info("Wrote %d %s questions to %s", count, split, path)
+    return examples, path
+
+  def _features_key(self, examples):
+    o = self.options
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(o.spm_model_file or o.vocab_file, "rb") as f:
+      digest.update(f.read())
+    digest.update(json.dumps([o.do_lower_case, o.max_seq_length, o.max_qa_length]).encode())
+    for e in examples:
+      digest.update(json.dumps(dataclasses.astuple(e)).encode())
+    return digest.hexdigest()
+
+  def _dataset(self, path, batch_size, is_training):
+    return race_data.multiple_choice_dataset(path, self.num_choices, self.options.max_seq_length,
+                                             batch_size, is_training, seed=self.options.seed)
+
+  # --- train, eval, predict -----------------------------------------------------------------
+  def train(self, history=None):  # pylint: disable=arguments-differ
+    o = self.options
+    examples, path = self.records("train")
+    logger.info("Training: %d questions, %d steps of %d", len(examples), self.train_steps,
+                o.train_batch_size)
+    return self.train_keeping_best(self._dataset(path, o.train_batch_size, True), history)
+
+  def probabilities(self, path, batch_size):
+    """Softmax over the choices of every record of `path`, [questions, choices], in order."""
+    model = self.model
+
+    @tf.function
+    def step(batch):
+      return tf.nn.softmax(model({n: batch[n] for n in INPUT_NAMES}, training=False))
+
+    rows = [step(batch).numpy() for batch in self._dataset(path, batch_size, False)]
+    return np.concatenate(rows)
+
+  def score(self, examples, probabilities):
+    """accuracy overall and per level (RACE's middle and high); loss on the labelled ones."""
+    labels = np.array([-1 if e.label is None else e.label for e in examples])
+    known = labels >= 0
+    if not known.any():
+      return None
+    correct = probabilities.argmax(-1) == labels
+    chosen = probabilities[np.arange(len(labels)), np.maximum(labels, 0)]
+    results = {"global_step": self.global_step,
+               "accuracy": float(correct[known].mean()),
+               "loss": float(-np.log(np.maximum(chosen[known], 1e-30)).mean()),
+               "questions": int(known.sum())}
+    levels = np.array([e.level for e in examples])
+    for level in race_data.LEVELS:
+      mask = known & (levels == level)
+      if mask.any():
+        results[f"accuracy_{level}"] = float(correct[mask].mean())
+    return results
+
+  def evaluate(self):
+    o = self.options
+    examples, path = self.records("dev")
+    probabilities = self.probabilities(path, o.eval_batch_size)
+    results = self.score(examples, probabilities)
+    if results is None:
+      raise ValueError(f"the dev split in {o.data_dir} has no answers to score")
+    if not (np.isfinite(results["loss"]) and np.isfinite(probabilities).all()):
+      raise guards.nonfinite_eval_error(results["loss"], self.global_step,
+                                        self.manager.latest_checkpoint)
+    guards.write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
+    self.last_eval = results
+    logger.info("Eval at step %d: %s", self.global_step,
+                ", ".join(f"{k} = {v:.4f}" for k, v in results.items() if k != "global_step"))
+    return results
+
+  last_eval = None
+
+  def predict(self):
+    """test_predictions.jsonl (id, question_index, answer, probabilities) and, when the test
+    files carry answers, test_results.txt."""
+    o = self.options
+    examples, path = self.records("test")
+    probabilities = self.probabilities(path, o.predict_batch_size)
+    lines = [json.dumps({"id": e.example_id, "question_index": e.question_index,
+                         "answer": ANSWER_LETTERS[int(p.argmax())],
+                         "probabilities": [round(float(x), 6) for x in p]})
+             for e, p in zip(examples, probabilities)]
+    target = os.path.join(o.output_dir, "test_predictions.jsonl")
+    guards.write_text_atomically(target, "\n".join(lines) + "\n")
+    logger.info("Wrote %d test predictions to %s", len(lines), target)
+    results = self.score(examples, probabilities)
+    if results is not None:
+      guards.write_results(os.path.join(o.output_dir, "test_results.txt"), results)
+      logger.info("Test accuracy %.4f over %d answered questions", results["accuracy"],
+                  results["questions"])
+    return probabilities
+
+  def export(self):
+    from albert_tf.export.race_serving import export_multiple_choice  # pylint: disable=g-import-not-at-top
+    o = self.options
+    path = export_multiple_choice(
+        self.model, o.export_dir, num_choices=self.num_choices,
+        spm_model_file=o.spm_model_file, vocab_file=None if o.spm_model_file else o.vocab_file,
+        do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length,
+        max_qa_length=o.max_qa_length)
+    logger.info("Exported the serving model (article, question, options -> answer) to %s", path)
+    return path
+
+
+def _csv_file(data_dir, split):
+  for extension in ("csv", "tsv"):
+    path = os.path.join(data_dir, f"{split}.{extension}")
+    if os.path.exists(path):
+      return path
+  raise FileNotFoundError(f"no {split}.csv or {split}.tsv in {data_dir}")
+
+
+def run_race(options, strategy=None):
+  """What run_race.py does; returns the last dev results (or None)."""
+  if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
+    raise ValueError("at least one of --do_train, --do_eval, --do_predict or --export_dir "
+                     "must be set")
+  runner = RaceRunner(options, strategy)
+  runner.restore_or_initialize()
+  results = None
+  if options.do_train:
+    runner.train()
+  if options.do_eval:
+    results = runner.last_eval if options.do_train and runner.last_eval else runner.evaluate()
+  if options.do_predict:
+    runner.predict()
+  if options.export_dir:
+    runner.export()
+  return results
