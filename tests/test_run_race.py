@@ -13,7 +13,7 @@ import reference_tokenization as reference
 from albert_tf import AlbertConfig, load_checkpoint, save_tf1_checkpoint
 from albert_tf.data import race as race_data
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
-from albert_tf.race import RaceOptions, RaceRunner
+from albert_tf.race import RaceOptions, RaceRunner, run_race
 from albert_tf.tokenization import FullTokenizer
 from conftest import ROOT, SHARED_DATA
 
@@ -83,6 +83,15 @@ def test_users_multiple_choice_reads_labels_by_index_or_text(tokenizer, tmp_path
   assert [e.label for e in examples] == [1, 1, None]
   assert examples[1].endings == ["cats bark.", "cats purr.", "cats fly."]
   assert len(race_data.convert_example(examples[0], tokenizer, 16, 8)["input_ids"]) == 3
+  (tmp_path / "dev.csv").write_text(path.read_text())
+  results = run_race(RaceOptions(
+      task_name="csv", data_dir=str(tmp_path), output_dir=str(tmp_path / "out"),
+      context_column="passage", question_column="question", option_columns=("a", "b", "c"),
+      label_column="answer", albert_config_file=str(ROOT / "configs" / "tiny.json"),
+      spm_model_file=str(SPM), max_seq_length=16, max_qa_length=8, train_batch_size=2,
+      train_step=2, warmup_step=0, save_checkpoints_steps=2, log_every_seconds=0))
+  assert results["questions"] == 2 and 0 <= results["accuracy"] <= 1  # the unlabelled row
+  assert json.loads((tmp_path / "out" / "model_flags.json").read_text())["num_choices"] == 3
   path.write_text("passage,question,a,b,answer\np,q,x,y,z\n")
   with pytest.raises(ValueError, match=r"train.csv, line 2: label 'z' is neither"):
     race_data.read_csv_examples(str(path), "passage", "question", ["a", "b"], "answer",

@@ -56,8 +56,16 @@ def trained_weights(options, history=None):
   return initial, {n: v.numpy() for n, v in tf1_variable_map(runner.model).items()}
 
 
-def test_accumulation_equals_one_big_batch(csv_task, tmp_path):
-  start, whole = trained_weights(opts(csv_task, tmp_path / "k1"))
+@pytest.fixture(scope="module")
+def one_batch_run(csv_task, tmp_path_factory):
+  """2 steps of 16 (the accumulation reference, and the distillation tests' teacher)."""
+  out = tmp_path_factory.mktemp("k1")
+  start, end = trained_weights(opts(csv_task, out))
+  return start, end, out
+
+
+def test_accumulation_equals_one_big_batch(csv_task, one_batch_run, tmp_path):
+  start, whole, _ = one_batch_run
   _, accumulated = trained_weights(opts(csv_task, tmp_path / "k4",
                                         gradient_accumulation_steps=4))
   for name in whole:
@@ -149,9 +157,9 @@ def test_a_student_with_the_teachers_depth_and_weights_reproduces_the_teacher(cs
   np.testing.assert_allclose(loss.numpy(), [0.0], atol=1e-6)  # nothing left to learn
 
 
-def test_a_half_depth_student_distils_from_a_run_classifier_teacher(csv_task, tmp_path):
-  teacher_dir = tmp_path / "teacher"
-  run_classifier(opts(csv_task, teacher_dir))
+def test_a_half_depth_student_distils_from_a_run_classifier_teacher(csv_task, one_batch_run,
+                                                                   tmp_path):
+  teacher_dir = one_batch_run[2]
   distill = DistillOptions(teacher_checkpoint=str(teacher_dir), temperature=2.0, alpha=0.7,
                            hidden_weight=0.5, student_num_hidden_layers=1)
   results = run_classifier(opts(csv_task, tmp_path / "student", do_eval=True, distill=distill))
