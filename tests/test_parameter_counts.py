@@ -32,11 +32,17 @@ def built_count(config, pretrainer=False):
   return count
 
 
-@pytest.mark.parametrize("size", sorted(V2_ENCODER_COUNTS))
-def test_v2_configs_have_spec_parameter_counts(size):
+# Building is what costs time: the counting formula is checked against built models below
+# (test_summary_counts_agree_with_built_models, every sharing mode, groups, E); SPEC's and the
+# paper's figures are checked against the formula for every row and against built models for
+# the rows marked True.
+@pytest.mark.parametrize("size, build", [("base", True), ("large", False), ("xlarge", False),
+                                         ("xxlarge", True)])
+def test_v2_configs_have_spec_parameter_counts(size, build):
   config = AlbertConfig.from_json_file(ROOT / "configs" / f"albert_{size}_v2.json")
-  assert built_count(config) == V2_ENCODER_COUNTS[size]
   assert parameter_counts(config)["encoder_total"] == V2_ENCODER_COUNTS[size]
+  if build:
+    assert built_count(config) == V2_ENCODER_COUNTS[size]
 
 
 @pytest.mark.parametrize("size", sorted(V2_ENCODER_COUNTS))
@@ -62,13 +68,18 @@ def test_base_with_pretraining_heads_has_spec_count():
   assert parameter_counts(config)["pretrainer_total"] == 11_813_810
 
 
+BUILT_ABLATIONS = {(128, "none"), (768, "attention"), (128, "ffn")}
+
+
 @pytest.mark.parametrize("embedding_size, sharing, exact, paper_millions", ABLATIONS)
 def test_base_ablations_match_paper_tables_3_and_4(embedding_size, sharing, exact,
                                                    paper_millions):
   base = AlbertConfig.from_json_file(ROOT / "configs" / "albert_base_v2.json")
   config = base.replace(embedding_size=embedding_size, sharing=sharing)
-  count = built_count(config)
+  count = parameter_counts(config)["encoder_total"]
   assert count == exact
+  if (embedding_size, sharing) in BUILT_ABLATIONS:
+    assert built_count(config) == exact
   paper_count = count - POOLER if (sharing == "none" and embedding_size == 768) else count
   assert abs(paper_count - paper_millions * 1e6) < 1e6
 
