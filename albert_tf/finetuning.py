@@ -113,7 +113,8 @@ class FineTuner(Task):
 
   def initialize(self, model):
     start = self.options.albert_hub_module_handle or self.options.init_checkpoint
-    if not start and self.distill is not None and self.distill.student_num_hidden_layers:
+    if (not start and self.distill is not None and self.distill.student_num_hidden_layers
+        and self.distill.teacher_checkpoint):
       start = distillation.checkpoint_of(self.distill.teacher_checkpoint)
       logger.info("The student starts from the teacher's weights: %s", start)
     if start:
