@@ -98,6 +98,11 @@ class RaceRunner(FineTuner):
                                              o.option_columns, o.label_column, self.tokenizer)
     if not examples:
       raise ValueError(f"the {split} split in {o.data_dir} has no questions")
+    unlabelled = [e for e in examples if e.label is None]
+    if split == "train" and unlabelled:
+      raise ValueError(f"{len(unlabelled)} training question(s) in {o.data_dir} have no answer "
+                       f"(first: {unlabelled[0].example_id}, question "
+                       f"{unlabelled[0].question_index}): every training question needs one")
     return examples
 
   def records(self, split):

@@ -84,12 +84,16 @@ def test_users_multiple_choice_reads_labels_by_index_or_text(tokenizer, tmp_path
   assert examples[1].endings == ["cats bark.", "cats purr.", "cats fly."]
   assert len(race_data.convert_example(examples[0], tokenizer, 16, 8)["input_ids"]) == 3
   (tmp_path / "dev.csv").write_text(path.read_text())
-  results = run_race(RaceOptions(
+  options = RaceOptions(
       task_name="csv", data_dir=str(tmp_path), output_dir=str(tmp_path / "out"),
       context_column="passage", question_column="question", option_columns=("a", "b", "c"),
       label_column="answer", albert_config_file=str(ROOT / "configs" / "tiny.json"),
       spm_model_file=str(SPM), max_seq_length=16, max_qa_length=8, train_batch_size=2,
-      train_step=2, warmup_step=0, save_checkpoints_steps=2, log_every_seconds=0))
+      train_step=2, warmup_step=0, save_checkpoints_steps=2, log_every_seconds=0)
+  with pytest.raises(ValueError, match="1 training question.*have no answer"):
+    run_race(options)
+  path.write_text("".join(path.read_text().splitlines(keepends=True)[:3]))  # answered rows
+  results = run_race(options)
   assert results["questions"] == 2 and 0 <= results["accuracy"] <= 1  # the unlabelled row
   assert json.loads((tmp_path / "out" / "model_flags.json").read_text())["num_choices"] == 3
   path.write_text("passage,question,a,b,answer\np,q,x,y,z\n")
