@@ -219,18 +219,12 @@ class ClassifierRunner(FineTuner):
     folder = o.cached_dir or o.output_dir
     tf.io.gfile.makedirs(folder)
     path = os.path.join(folder, f"{self.processor.name}_{split}_{o.max_seq_length}.tf_record")
-    # The file name alone (the original's cache key) would silently reuse features of other
-    # data or another vocabulary: a sidecar holds the hash of what they were built from.
-    sidecar, key = path + ".json", self._features_key(examples)
-    if tf.io.gfile.exists(path) and tf.io.gfile.exists(sidecar):
-      with tf.io.gfile.GFile(sidecar) as f:
-        if json.load(f).get("key") == key:
-          return examples, path
-      logger.info("%s was built from other data, vocabulary or labels; rebuilding it", path)
-    features = classification.convert_examples_to_features(
-        examples, self.labels, o.max_seq_length, self.tokenizer)
-    classification.write_features_tfrecord(features, path)
-    guards.write_text_atomically(sidecar, json.dumps({"key": key, "examples": len(examples)}))
+
+    def build():
+      features = classification.convert_examples_to_features(
+          examples, self.labels, o.max_seq_length, self.tokenizer)
+      return classification.write_features_tfrecord(features, path)
+    reuse_or_build(path, self._features_key(examples), build)
     return examples, path
 
   def _features_key(self, examples):
@@ -329,11 +323,25 @@ class ClassifierRunner(FineTuner):
 write_results = guards.write_results  # (run_squad imports it from here)
 
 
-def run_classifier(options, strategy=None):
-  """What run_classifier.py does; returns the last eval results (or None)."""
-  if not (options.do_train or options.do_eval or options.do_predict):
-    raise ValueError("at least one of --do_train, --do_eval or --do_predict must be set")
-  runner = ClassifierRunner(options, strategy)
+def reuse_or_build(path, key, build):
+  """Cached features: `path` is reused when its sidecar `<path>.json` holds `key` (a hash of
+  what it was built from), else `build()` writes it (returning the record count) and the
+  sidecar is written after it. The file name alone (the original's cache key) would silently
+  reuse features of other data or another vocabulary."""
+  sidecar = path + ".json"
+  if tf.io.gfile.exists(path) and tf.io.gfile.exists(sidecar):
+    with tf.io.gfile.GFile(sidecar) as f:
+      if json.load(f).get("key") == key:
+        return
+    logger.info("%s was built from other data, vocabulary or flags; rebuilding it", path)
+  count = build()
+  guards.write_text_atomically(sidecar, json.dumps({"key": key, "examples": count}))
+  logger.info("Wrote %d examples' features to %s", count, path)
+
+
+def run_phases(runner, options):
+  """Resume or start, then train, evaluate, predict and export as the flags ask; returns the
+  last dev results (or None)."""
   runner.restore_or_initialize()
   results = None
   if options.do_train:
@@ -345,3 +353,10 @@ def run_classifier(options, strategy=None):
   if options.export_dir:
     runner.export()
   return results
+
+
+def run_classifier(options, strategy=None):
+  """What run_classifier.py does; returns the last eval results (or None)."""
+  if not (options.do_train or options.do_eval or options.do_predict):
+    raise ValueError("at least one of --do_train, --do_eval or --do_predict must be set")
+  return run_phases(ClassifierRunner(options, strategy), options)

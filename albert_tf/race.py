@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from albert_tf import guards
 from albert_tf.data import race as race_data
-from albert_tf.finetuning import FineTuner, FineTuningOptions
+from albert_tf.finetuning import FineTuner, FineTuningOptions, reuse_or_build, run_phases
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 
@@ -113,15 +113,8 @@ class RaceRunner(FineTuner):
     path = {"train": o.train_file, "dev": o.eval_file, "test": o.predict_file}[split] or \
         os.path.join(folder, f"{self.task}_{split}_{o.max_seq_length}.tf_record")
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-    sidecar, key = path + ".json", self._features_key(examples)
-    if tf.io.gfile.exists(path) and tf.io.gfile.exists(sidecar):
-      with tf.io.gfile.GFile(sidecar) as f:
-        if json.load(f).get("key") == key:
-          return examples, path
-    count = race_data.write_tfrecord(examples, self.tokenizer, o.max_seq_length,
-                                     o.max_qa_length, path)
-    guards.write_text_atomically(sidecar, json.dumps({"key": key, "examples": count}))
-    logger.info("Wrote %d %s questions to %s", count, split, path)
+    reuse_or_build(path, self._features_key(examples), lambda: race_data.write_tfrecord(
+        examples, self.tokenizer, o.max_seq_length, o.max_qa_length, path))
     return examples, path
 
   def _features_key(self, examples):
@@ -239,15 +232,4 @@ def run_race(options, strategy=None):
   if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
     raise ValueError("at least one of --do_train, --do_eval, --do_predict or --export_dir "
                      "must be set")
-  runner = RaceRunner(options, strategy)
-  runner.restore_or_initialize()
-  results = None
-  if options.do_train:
-    runner.train()
-  if options.do_eval:
-    results = runner.last_eval if options.do_train and runner.last_eval else runner.evaluate()
-  if options.do_predict:
-    runner.predict()
-  if options.export_dir:
-    runner.export()
-  return results
+  return run_phases(RaceRunner(options, strategy), options)
