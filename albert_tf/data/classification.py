@@ -34,6 +34,7 @@ import math
 import os
 import uuid
 
+from albert_tf.data.records import write_tfrecord_atomically
 from albert_tf.tokenization.tokenizer import encode_pair
 
 logger = logging.getLogger(__name__)
@@ -854,27 +855,19 @@ def write_features_tfrecord(features, path):
   def int_feature(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
-  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-  try:
-    with tf.io.TFRecordWriter(temp) as writer:
-      for feature in features:
-        label = feature["label_id"]
-        label_feature = (tf.train.Feature(float_list=tf.train.FloatList(value=[label]))
-                         if regression else int_feature([label]))
-        example = tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": int_feature(feature["input_ids"]),
-            "input_mask": int_feature(feature["input_mask"]),
-            "segment_ids": int_feature(feature["segment_ids"]),
-            "label_ids": label_feature,
-            "is_real_example": int_feature([int(feature["is_real_example"])]),
-        }))
-        writer.write(example.SerializeToString())
-    tf.io.gfile.rename(temp, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temp):
-      tf.io.gfile.remove(temp)
-    raise
-  return len(features)
+  def serialized():
+    for feature in features:
+      label = feature["label_id"]
+      label_feature = (tf.train.Feature(float_list=tf.train.FloatList(value=[label]))
+                       if regression else int_feature([label]))
+      yield tf.train.Example(features=tf.train.Features(feature={
+          "input_ids": int_feature(feature["input_ids"]),
+          "input_mask": int_feature(feature["input_mask"]),
+          "segment_ids": int_feature(feature["segment_ids"]),
+          "label_ids": label_feature,
+          "is_real_example": int_feature([int(feature["is_real_example"])]),
+      })).SerializeToString()
+  return write_tfrecord_atomically(path, serialized())
 
 
 def _check_record_length(path, max_seq_length):

@@ -18,8 +18,8 @@ import dataclasses
 import json
 import logging
 import os
-import uuid
 
+from albert_tf.data.records import write_tfrecord_atomically
 from albert_tf.tokenization.tokenizer import preprocess_text
 
 logger = logging.getLogger(__name__)
@@ -191,22 +191,14 @@ def write_tfrecord(examples, tokenizer, max_seq_length, max_qa_length, path):
   def int_feature(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
-  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-  try:
-    with tf.io.TFRecordWriter(temp) as writer:
-      for example in examples:
-        packed = convert_example(example, tokenizer, max_seq_length, max_qa_length)
-        features = {name: int_feature(sum(packed[name], []))
-                    for name in ("input_ids", "input_mask", "segment_ids")}
-        features["label_ids"] = int_feature([-1 if example.label is None else example.label])
-        writer.write(tf.train.Example(features=tf.train.Features(
-            feature=features)).SerializeToString())
-    tf.io.gfile.rename(temp, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temp):
-      tf.io.gfile.remove(temp)
-    raise
-  return len(examples)
+  def serialized():
+    for example in examples:
+      packed = convert_example(example, tokenizer, max_seq_length, max_qa_length)
+      features = {name: int_feature(sum(packed[name], []))
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+      features["label_ids"] = int_feature([-1 if example.label is None else example.label])
+      yield tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+  return write_tfrecord_atomically(path, serialized())
 
 
 def multiple_choice_dataset(path, num_choices, max_seq_length, batch_size, is_training,

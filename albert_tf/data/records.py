@@ -238,3 +238,22 @@ class AtomicShardWriter:
       handle.close()
       if os.path.exists(temp):
         os.remove(temp)
+
+
+def write_tfrecord_atomically(path, records):
+  """Writes serialized records (bytes) to `path` under a temporary name, renamed when complete:
+  the file appears only whole, and a failure removes the temporary. Returns the count."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+  count = 0
+  try:
+    with tf.io.TFRecordWriter(temp) as writer:
+      for record in records:
+        writer.write(record)
+        count += 1
+    tf.io.gfile.rename(temp, path, overwrite=True)
+  except BaseException:
+    if tf.io.gfile.exists(temp):
+      tf.io.gfile.remove(temp)
+    raise
+  return count

@@ -23,6 +23,7 @@ import uuid
 
 import numpy as np
 
+from albert_tf.data.records import write_tfrecord_atomically
 from albert_tf.tokenization.offsets import encode_with_offsets, token_for_char
 
 logger = logging.getLogger(__name__)
@@ -277,29 +278,19 @@ def write_squad_tfrecord(features, path):
   def ints(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
 
-  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-  count = 0
-  try:
-    with tf.io.TFRecordWriter(temp) as writer:
-      for f in features:
-        fields = {name: ints(getattr(f, name)) for name in _FIXED_FIELDS}
-        fields.update(
-            unique_ids=ints([f.unique_id]), start_positions=ints([f.start_position]),
-            end_positions=ints([f.end_position]), is_impossible=ints([f.is_impossible]),
-            example_index=ints([f.example_index]), doc_span_index=ints([f.doc_span_index]),
-            doc_offset=ints([f.doc_offset]),
-            tok_start_to_orig_index=ints(f.tok_start_to_orig_index),
-            tok_end_to_orig_index=ints(f.tok_end_to_orig_index),
-            token_is_max_context=ints(f.token_is_max_context))
-        writer.write(tf.train.Example(features=tf.train.Features(feature=fields))
-                     .SerializeToString())
-        count += 1
-    tf.io.gfile.rename(temp, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temp):
-      tf.io.gfile.remove(temp)
-    raise
-  return count
+  def serialized():
+    for f in features:
+      fields = {name: ints(getattr(f, name)) for name in _FIXED_FIELDS}
+      fields.update(
+          unique_ids=ints([f.unique_id]), start_positions=ints([f.start_position]),
+          end_positions=ints([f.end_position]), is_impossible=ints([f.is_impossible]),
+          example_index=ints([f.example_index]), doc_span_index=ints([f.doc_span_index]),
+          doc_offset=ints([f.doc_offset]),
+          tok_start_to_orig_index=ints(f.tok_start_to_orig_index),
+          tok_end_to_orig_index=ints(f.tok_end_to_orig_index),
+          token_is_max_context=ints(f.token_is_max_context))
+      yield tf.train.Example(features=tf.train.Features(feature=fields)).SerializeToString()
+  return write_tfrecord_atomically(path, serialized())
 
 
 def read_squad_features(path):
