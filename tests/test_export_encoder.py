@@ -261,6 +261,42 @@ def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm
   np.testing.assert_allclose(out["top_scores"][0, :len(positions)], scores, atol=1e-5)
 
 
+def test_tf_hub_preprocessor_api_packs_pairs_as_fine_tuning_and_feeds_the_hub_encoder(
+    exported, native_bundle):
+  # TensorFlow's text-classification guides: tokenize and bert_pack_inputs of the
+  # preprocessor as hub.KerasLayers, then the encoder as one.
+  import tensorflow_hub as hub
+  import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops for loading)
+  from albert_tf.tokenization import FullTokenizer, encode_pair
+  model = exported[0]
+  paths = native_bundle[0]
+  preprocessor = hub.load(paths["preprocessing"])
+  seq = 12  # not the export's default (SEQ), so the argument is what counts
+  texts = [tf_keras.Input(shape=(), dtype=tf.string) for _ in range(2)]
+  tokenize = hub.KerasLayer(preprocessor.tokenize)
+  pack = hub.KerasLayer(preprocessor.bert_pack_inputs, arguments=dict(seq_length=seq))
+  packed = pack([tokenize(t) for t in texts])
+  pooled = hub.KerasLayer(paths["encoder"])(packed)["pooled_output"]
+  pipeline = tf_keras.Model(texts, [packed, pooled])
+  # Pairs that fit, that cut the longer side, that tie, and a B with no pieces (one segment).
+  a = ["How old is the oldest tree in 1990, Mr. Smith?", "short", "a b c d e f", "Héllo there"]
+  b = ["The bristlecone pines of California are among the oldest living things.",
+       "a much longer second sentence that has to lose tokens", "g h i j k l", " "]
+  got_packed, got_pooled = pipeline([tf.constant(a), tf.constant(b)])
+  tokenizer = FullTokenizer(spm_model_file=SPM)
+  want = [encode_pair(tokenizer, x, y, seq) for x, y in zip(a, b)]
+  assert got_packed["input_word_ids"].numpy().tolist() == [w["input_ids"] for w in want]
+  assert got_packed["input_mask"].numpy().tolist() == [w["input_mask"] for w in want]
+  assert got_packed["input_type_ids"].numpy().tolist() == [w["segment_ids"] for w in want]
+  assert want[3]["segment_ids"].count(1) == 0 and want[1]["segment_ids"].count(1) > 0
+  expected = model.encoder({k: got_packed[k] for k in got_packed}, training=False)
+  np.testing.assert_allclose(got_pooled, expected["pooled_output"], atol=1e-5)
+  # Called directly, one segment, the export's default length.
+  single = preprocessor.bert_pack_inputs([preprocessor.tokenize(tf.constant(a))])
+  assert single["input_word_ids"].numpy().tolist() == [
+      encode_pair(tokenizer, x, None, SEQ)["input_ids"] for x in a]
+
+
 def dead_pid():
   process = subprocess.Popen(["true"])
   process.wait()

@@ -287,12 +287,9 @@ def _python_packed(tokenizer, texts_a, texts_b, max_seq_length):
 
 def _graph_packed(tokenizer, texts_a, texts_b, max_seq_length):
   ids_a = tokenizer.tokenize(_encode(texts_a))
-  ids_b = has_b = None
-  if texts_b is not None:
-    ids_b = tokenizer.tokenize(_encode(texts_b))
-    has_b = tf.constant([bool(b) for b in texts_b])
+  ids_b = None if texts_b is None else tokenizer.tokenize(_encode(texts_b))
   packed = pack_inputs(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=tokenizer.cls_id,
-                       sep_id=tokenizer.sep_id, has_b=has_b)
+                       sep_id=tokenizer.sep_id)
   for value in packed.values():
     assert value.dtype == tf.int32 and value.shape == (len(texts_a), max_seq_length)
   return {key: value.numpy().tolist() for key, value in packed.items()}
@@ -306,7 +303,7 @@ def _words(n):
 def test_pack_inputs_equals_encode_pair_for_random_lengths(tiny_graph, tiny_python,
                                                            max_seq_length):
   # Every pair of lengths around the budget (ties included), then random long ones;
-  # text_b "" is one segment, " " a pair with an empty B, as in encode_pair.
+  # a text_b without pieces ("" or " ") is one segment, as the original's `if tokens_b:`.
   near = range(0, max_seq_length + 5) if max_seq_length < 16 else range(58, 70)
   pairs = [(la, lb) for la in near for lb in near]
   rng = random.Random(max_seq_length)
@@ -318,6 +315,8 @@ def test_pack_inputs_equals_encode_pair_for_random_lengths(tiny_graph, tiny_pyth
           == _python_packed(tiny_python, texts_a, texts_b, max_seq_length))
   assert (_graph_packed(tiny_graph, texts_a, None, max_seq_length)
           == _python_packed(tiny_python, texts_a, None, max_seq_length))
+  assert (_python_packed(tiny_python, ["a", "a"], [" ", ""], max_seq_length)
+          == _python_packed(tiny_python, ["a", "a"], None, max_seq_length))
 
 
 def test_pack_inputs_cuts_the_longer_segment_first_then_alternates_b_first(tiny_graph):

@@ -505,29 +505,39 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, has_b=None
   Args:
     ids_a: int RaggedTensor [batch, (tokens)].
     ids_b: int RaggedTensor [batch, (tokens)] or None.
-    max_seq_length: Python int, >= 2 (>= 3 with ids_b).
+    max_seq_length: int >= 2 (>= 3 with ids_b): a Python int, or a scalar int tensor (the
+      result's second dimension is then unknown until run time).
     cls_id, sep_id: ids of [CLS] and [SEP].
     has_b: optional bool [batch]: rows where False are packed as one segment, ignoring
-      ids_b (`encode_pair` does so for an empty text_b). Default: all True.
+      ids_b. Default: rows whose B has ids, as the original's `if tokens_b:` (so an empty B
+      is one segment, as in `encode_pair`).
 
   Returns:
     dict of int32 [batch, max_seq_length]: `input_word_ids`, `input_mask` (1 on real
     tokens), `input_type_ids` (0 for [CLS] A [SEP], 1 for B [SEP]); padding is 0 in all.
   """
   min_length = 2 if ids_b is None else 3
-  if max_seq_length < min_length:
-    raise ValueError(f"max_seq_length must be >= {min_length} to hold the special tokens, "
-                     f"got {max_seq_length}")
+  if isinstance(max_seq_length, int):
+    if max_seq_length < min_length:
+      raise ValueError(f"max_seq_length must be >= {min_length} to hold the special tokens, "
+                       f"got {max_seq_length}")
+    seq_length, shape = max_seq_length, [None, max_seq_length]
+  else:
+    seq_length = tf.cast(max_seq_length, tf.int64)
+    tf.debugging.assert_greater_equal(
+        seq_length, tf.constant(min_length, tf.int64),
+        message=f"seq_length must be >= {min_length} to hold the special tokens")
+    shape = tf.stack([tf.cast(ids_a.nrows(), tf.int64), seq_length])
   ids_a = tf.cast(ids_a, tf.int32)
   len_a = ids_a.row_lengths()
-  single_a = tf.minimum(len_a, max_seq_length - 2)
+  single_a = tf.minimum(len_a, seq_length - 2)
   if ids_b is None:
     ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
     has_b = tf.zeros_like(len_a, tf.bool)
   ids_b = tf.cast(ids_b, tf.int32)
   if has_b is None:
-    has_b = tf.ones_like(len_a, tf.bool)
-  pair_a, pair_b = _truncated_pair_lengths(len_a, ids_b.row_lengths(), max_seq_length - 3)
+    has_b = ids_b.row_lengths() > 0
+  pair_a, pair_b = _truncated_pair_lengths(len_a, ids_b.row_lengths(), seq_length - 3)
   new_a = tf.where(has_b, pair_a, single_a)
   new_b = tf.where(has_b, pair_b, 0)
   one, b_sep = tf.ones_like(len_a), tf.cast(has_b, len_a.dtype)
@@ -536,7 +546,6 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, has_b=None
                         _column(sep_id, b_sep)], axis=1)
   type_ids = tf.concat([_column(0, one), tf.zeros_like(tokens_a), _column(0, one),
                         tf.ones_like(tokens_b), _column(1, b_sep)], axis=1)
-  shape = [None, max_seq_length]
   return {
       "input_word_ids": word_ids.to_tensor(PAD_ID, shape=shape),
       "input_mask": tf.ones_like(word_ids).to_tensor(0, shape=shape),
@@ -544,8 +553,51 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, has_b=None
   }
 
 
+def bert_pack_inputs(segments, seq_length, cls_id, sep_id):
+  """TF Hub's `bert_pack_inputs` on our packing rules: a list of one or two token-id
+  RaggedTensors `[batch, (tokens)]` (or `[batch, (words), (pieces)]`, flattened) ->
+  the three `[batch, seq_length]` inputs, exactly as fine-tuning packs them."""
+  if not 1 <= len(segments) <= 2:
+    raise ValueError(f"bert_pack_inputs takes 1 or 2 segments (ALBERT's fine-tuning packs "
+                     f"pairs), got {len(segments)}")
+  flat = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s for s in segments]
+  return pack_inputs(*flat, max_seq_length=seq_length, cls_id=cls_id, sep_id=sep_id)
+
+
 # ---------------------------------------------------------------------------------------------
 # SavedModel.
+
+
+class BertPackInputs(tf.Module):
+  """`preprocessor.bert_pack_inputs(segments, seq_length=N)` of TF Hub's text preprocessor
+  API, saved with the preprocessing model.
+
+    tokenize = hub.KerasLayer(preprocessor.tokenize)
+    pack = hub.KerasLayer(preprocessor.bert_pack_inputs, arguments=dict(seq_length=64))
+    inputs = pack([tokenize(premises), tokenize(hypotheses)])
+
+  `segments`: a list of one or two int32 RaggedTensors of token ids (ragged rank 1 or 2, as
+  `tokenize` gives). `seq_length` defaults to the model's max_seq_length. Packing and
+  truncation are fine-tuning's (`pack_inputs`).
+  """
+
+  def __init__(self, tokenizer, default_seq_length, name=None):
+    super().__init__(name=name)
+    cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
+
+    # A default that is a Python value, so the call works with or without seq_length.
+    @tf.function
+    def call(inputs, seq_length=default_seq_length):
+      return bert_pack_inputs(list(inputs), seq_length, cls_id, sep_id)
+
+    self.__call__ = call
+    # The SavedModel keeps traced signatures only: one per segment count and ragged rank.
+    for ragged_rank in (1, 2):
+      for num_segments in (1, 2):
+        spec = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32,
+                                   ragged_rank=ragged_rank)
+        call.get_concrete_function([spec] * num_segments,
+                                   seq_length=tf.TensorSpec([], tf.int32))
 
 
 class PreprocessingModel(tf.Module):
@@ -554,10 +606,14 @@ class PreprocessingModel(tf.Module):
     model = PreprocessingModel(InGraphTokenizer(spm_model_file="spiece.model"), 128)
     model(tf.constant(["a sentence"]))["input_word_ids"]                # [1, 128]
     model.encode_pair(tf.constant(["a premise"]), tf.constant(["a hypothesis"]))
+    model.bert_pack_inputs([model.tokenize(premises), model.tokenize(hypotheses)],
+                           seq_length=64)
 
-  `__call__(text_a)` packs one segment, `encode_pair(text_a, text_b)` two; a row with an
-  empty text_b is packed as one segment, as in `encode_pair`. Both take string [batch] and
-  return `input_word_ids`, `input_mask`, `input_type_ids`, int32 [batch, max_seq_length].
+  `__call__(text_a)` packs one segment, `encode_pair(text_a, text_b)` two; a row whose
+  text_b has no tokens is packed as one segment, as in `encode_pair`. Both take string
+  [batch] and return `input_word_ids`, `input_mask`, `input_type_ids`, int32
+  [batch, max_seq_length]. `tokenize` (strings -> int32 RaggedTensor [batch, (tokens)]) and
+  `bert_pack_inputs` are TF Hub's preprocessor API (see `BertPackInputs`).
   """
 
   def __init__(self, tokenizer, max_seq_length=128, name=None):
@@ -566,11 +622,12 @@ class PreprocessingModel(tf.Module):
       raise ValueError(f"max_seq_length must be >= 3, got {max_seq_length}")
     self.tokenizer = tokenizer
     self.max_seq_length = max_seq_length
+    self.tokenize = tokenizer.tokenize
+    self.bert_pack_inputs = BertPackInputs(tokenizer, max_seq_length)
 
-  def _pack(self, ids_a, ids_b=None, has_b=None):
+  def _pack(self, ids_a, ids_b=None):
     return pack_inputs(ids_a, ids_b, max_seq_length=self.max_seq_length,
-                       cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id,
-                       has_b=has_b)
+                       cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
   def __call__(self, text_a):
@@ -579,8 +636,7 @@ class PreprocessingModel(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                 tf.TensorSpec([None], tf.string, name="text_b")])
   def encode_pair(self, text_a, text_b):
-    return self._pack(self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
-                      has_b=tf.strings.length(text_b) > 0)
+    return self._pack(self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b))
 
 
 def save_preprocessing_model(export_dir, spm_model_file=None, vocab_file=None,
@@ -592,9 +648,10 @@ def save_preprocessing_model(export_dir, spm_model_file=None, vocab_file=None,
     loaded.signatures["serving_default"](text_a=tf.constant(["a sentence"]))
     loaded.signatures["encode_pair"](text_a=..., text_b=...)
 
-  Signatures `serving_default` (text_a) and `encode_pair` (text_a, text_b); the loaded
-  object also has `loaded.tokenizer.tokenize` (strings -> ragged ids). The model or vocab
-  file is copied to `assets/`.
+  Signatures `serving_default` (text_a) and `encode_pair` (text_a, text_b). The loaded
+  object is also TF Hub's text preprocessor: `loaded(strings)`, `loaded.tokenize(strings)`
+  (-> int32 RaggedTensor of ids) and `loaded.bert_pack_inputs(segments, seq_length=N)`, each
+  usable through `hub.KerasLayer`. The model or vocab file is copied to `assets/`.
   """
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                do_lower_case=do_lower_case)

@@ -91,8 +91,10 @@ class MultipleChoiceServing(tf.Module):
     room = self.max_seq_length - 3 - qa_ids.row_lengths()
     context = _prefix(context, tf.minimum(context.row_lengths(), room))
     # Both parts already fit, so pack_inputs cuts nothing: [CLS] article [SEP] qa [SEP].
+    # The original's RACE packing writes B's [SEP] even for an empty qa (race_utils.py).
     inputs = pack_inputs(context, qa_ids, max_seq_length=self.max_seq_length,
-                         cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
+                         cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id,
+                         has_b=tf.ones_like(qa_ids.row_lengths(), tf.bool))
     shape = [-1, choices, self.max_seq_length]
     return {name: tf.reshape(inputs[name], shape) for name in INPUT_NAMES}
 

@@ -120,7 +120,7 @@ class ClassifierServing(tf.Module):
     return self._predict(pack_inputs(
         self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
         max_seq_length=self.max_seq_length, cls_id=self.tokenizer.cls_id,
-        sep_id=self.tokenizer.sep_id, has_b=tf.strings.length(text_b) > 0))
+        sep_id=self.tokenizer.sep_id))
 
 
 def _save(module, export_dir, signatures):

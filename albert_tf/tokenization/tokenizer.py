@@ -395,8 +395,8 @@ def encode_pair(tokenizer, text_a, text_b=None, max_seq_length=128):
   """Packs one or two texts as `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`.
 
   A single text is cut to max_seq_length - 2 pieces; a pair is cut with `truncate_seq_pair`
-  to max_seq_length - 3. An empty or None `text_b` means a single segment (as the original's
-  `if example.text_b`).
+  to max_seq_length - 3. A `text_b` that is None, empty or has no pieces (e.g. only spaces)
+  means a single segment, as the original's `if tokens_b:`.
 
   Returns a dict of python lists: `tokens` (unpadded), and `input_ids`, `input_mask`,
   `segment_ids` of length max_seq_length: segment 0 for [CLS], A and the first [SEP], 1 for B
@@ -408,7 +408,7 @@ def encode_pair(tokenizer, text_a, text_b=None, max_seq_length=128):
     raise ValueError(f"max_seq_length must be >= {min_length} to hold the special tokens "
              f"of {what}, got {max_seq_length}")
   tokens_a = tokenizer.tokenize(text_a)
-  tokens_b = tokenizer.tokenize(text_b) if text_b else None
+  tokens_b = (tokenizer.tokenize(text_b) if text_b else None) or None
   if tokens_b is None:
     tokens_a = tokens_a[:max_seq_length - 2]
   else:
