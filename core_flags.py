@@ -6,9 +6,12 @@ call `define_core_flags(<their options>())` for these, so each flag has one mean
 
 import dataclasses
 import logging
+import os
 
+from absl import app
 from absl import flags
 
+from albert_tf import huggingface
 from albert_tf.core import PRECISIONS, Preempted
 from albert_tf.distribute import STRATEGIES, create_strategy
 
@@ -18,7 +21,9 @@ FLAGS = flags.FLAGS
 def define_core_flags(defaults):
   """Defines the core's flags with `defaults` (a job's options dataclass instance)."""
   d = defaults
-  flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
+  flags.DEFINE_string("albert_config_file", None,
+                      "albert_config.json of the model (or a Hugging Face config.json). "
+                      "Required unless --init_checkpoint is a Hugging Face directory.")
   flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and the job's results.")
   flags.DEFINE_integer("train_batch_size", d.train_batch_size,
                        "Global train batch per optimizer step (all replicas, all micro-batches).")
@@ -62,7 +67,9 @@ def define_core_flags(defaults):
 def define_finetuning_flags(defaults):
   """The flags of every fine-tuning script: its starting point and vocabulary."""
   flags.DEFINE_string("init_checkpoint", None,
-                      "Starting weights: our checkpoint or an original TF1 one (albert_zh too).")
+                      "Starting weights: our checkpoint, an original TF1 one (albert_zh too), or "
+                      "a Hugging Face ALBERT directory (config.json + model.safetensors; its "
+                      "config and tokenizer files are used unless given).")
   flags.DEFINE_string("albert_hub_module_handle", None,
                       "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model (ALBERT's English models).")
@@ -81,7 +88,36 @@ def options_from_flags(options_class, **extra):
     elif field.name in FLAGS:
       value = FLAGS[field.name].value
       values[field.name] = tuple(value) if isinstance(value, list) else value
+  _huggingface_start_defaults(values)
+  if "albert_config_file" in values and not values["albert_config_file"]:
+    raise app.UsageError("--albert_config_file is required (unless --init_checkpoint is a "
+                         "Hugging Face directory, whose config.json is then used)")
   return options_class(**values)
+
+
+def _huggingface_start_defaults(values):
+  """With `--init_checkpoint=<Hugging Face directory>`, its config.json and tokenizer files
+  stand in for --albert_config_file, --spm_model_file / --vocab_file and --do_lower_case
+  when those are not given."""
+  start = values.get("init_checkpoint")
+  if not start or not huggingface.is_huggingface_dir(start):
+    return
+  taken = []
+  if "albert_config_file" in values and not values["albert_config_file"]:
+    values["albert_config_file"] = os.path.join(start, huggingface.CONFIG_FILE)
+    taken.append("--albert_config_file=" + values["albert_config_file"])
+  spm, vocab, lower = huggingface.tokenizer_of(start)
+  if "spm_model_file" in values and not (values["spm_model_file"] or values.get("vocab_file")):
+    if spm or vocab:
+      values["spm_model_file"], values["vocab_file"] = spm, vocab
+      taken.append(f"--spm_model_file={spm}" if spm else f"--vocab_file={vocab}")
+  given = "do_lower_case" in FLAGS and FLAGS["do_lower_case"].present
+  if ("do_lower_case" in values and lower is not None and not given
+      and bool(lower) != values["do_lower_case"]):
+    values["do_lower_case"] = bool(lower)
+    taken.append(f"--do_lower_case={bool(lower)}")
+  if taken:
+    logging.info("From the Hugging Face directory %s: %s", start, " ".join(taken))
 
 
 def run_job(job, options):

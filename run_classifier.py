@@ -97,6 +97,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  for name in ("task_name", "data_dir", "output_dir", "albert_config_file"):
+  for name in ("task_name", "data_dir", "output_dir"):
     flags.mark_flag_as_required(name)
   app.run(lambda argv: sys.exit(main(argv)))

@@ -44,6 +44,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  for name in ("albert_config_file", "input_file", "output_dir"):
+  for name in ("input_file", "output_dir"):
     flags.mark_flag_as_required(name)
   app.run(lambda argv: sys.exit(main(argv)))

@@ -12,6 +12,7 @@ import uuid
 
 import tensorflow as tf
 
+from albert_tf import huggingface
 from albert_tf.modeling.encoder import AlbertEncoder
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ class CheckpointError(ValueError):
 class LoadReport:
   """What `load_checkpoint` did: which names were loaded, left unused, or not found."""
   path: str
-  format: str  # "tf1", "native" or "savedmodel"
+  format: str  # "tf1", "native", "savedmodel" or "huggingface"
   loaded: list
   unused: list  # in the checkpoint, not in the model
   missing: list  # in the model, not in the checkpoint (left as initialised)
@@ -200,10 +201,16 @@ def load_checkpoint(model, path, init_from_group0=False):
   `albert_tf.export` into `model`; returns a `LoadReport`.
 
   TF1 checkpoints are recognised by their `bert/...` names (a TF-Hub module's `module/` prefix
-  is accepted); optimizer slots and `global_step` are skipped. Every shape is checked before
-  anything is assigned, so a failed load leaves the model untouched. With `init_from_group0`
-  (the original's flag), groups missing from the checkpoint start from group 0's weights.
+  is accepted); optimizer slots and `global_step` are skipped. A Hugging Face directory
+  (`config.json` + `model.safetensors`) is read through the name map of `huggingface.py`.
+  Every shape is checked before anything is assigned, so a failed load leaves the model
+  untouched. With `init_from_group0` (the original's flag), groups missing from the
+  checkpoint start from group 0's weights.
   """
+  if huggingface.is_huggingface_dir(path):
+    report = _load_huggingface(model, os.fspath(path), init_from_group0)
+    logger.info(report.summary())
+    return report
   if tf.io.gfile.exists(os.path.join(os.fspath(path), "saved_model.pb")):
     report = _load_saved_model(model, os.fspath(path))
     logger.info(report.summary())
@@ -284,6 +291,29 @@ def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
                     [targets[n] for n in loaded])
 
 
+def _load_huggingface(model, directory, init_from_group0=False):
+  """Weights from a transformers ALBERT directory, by the original's names."""
+  try:
+    arrays, unused = huggingface.to_tf1_names(huggingface.read_huggingface_weights(directory))
+  except ValueError as e:
+    raise CheckpointError(str(e)) from None
+  shapes = {name: list(value.shape) for name, value in arrays.items()}
+  targets = tf1_variable_map(model)
+  loaded, missing, sources = _match(targets, {k: k for k in arrays}, shapes, directory,
+                                    init_from_group0)
+  if not loaded:
+    raise CheckpointError(f"no weight of {directory} matches this model")
+  # transformers' AlbertForQuestionAnswering has no pooler: ours then keeps its initial one.
+  has_pooler = any(n.startswith("bert/pooler/") for n in arrays)
+  _check_encoder_complete([n for n in missing if n.startswith("bert/")
+                           and (has_pooler or not n.startswith("bert/pooler/"))], directory)
+  for name in loaded:
+    targets[name].assign(arrays[sources[name]])
+  unused = sorted(unused + [huggingface.hf_name(n) for n in set(arrays) - set(sources.values())])
+  return LoadReport(directory, "huggingface", loaded, unused, missing, [],
+                    [targets[n] for n in loaded])
+
+
 def _load_saved_model(model, path):
   """Weights from an encoder SavedModel written by `albert_tf.export` (TF1 names as the key)."""
   loaded = tf.saved_model.load(path)
@@ -342,8 +372,11 @@ def _load_native(model, reader, shapes, prefix, init_from_group0=False):
                     [targets[k] for k in loaded])
 
 
-def save_tf1_checkpoint(model, path, global_step=None):
+def save_tf1_checkpoint(model, path, global_step=None, variables=None):
   """Writes `model`'s weights under the original's names (TF1 name-based checkpoint format).
+
+  `variables`: only these of the model's variables (e.g. `LoadReport.assigned`, so a converted
+  model writes what it was given and no freshly initialised head).
 
   The files appear atomically: they are written under a temporary prefix and renamed, index
   last, and a `checkpoint` state file makes the directory loadable by `latest_checkpoint`.
@@ -353,6 +386,9 @@ def save_tf1_checkpoint(model, path, global_step=None):
   directory = os.path.dirname(path) or "."
   os.makedirs(directory, exist_ok=True)
   names = tf1_variable_map(model)
+  if variables is not None:
+    keep = {v.ref() for v in variables}
+    names = {n: v for n, v in names.items() if v.ref() in keep}
   tensor_names = sorted(names)
   tensors = [names[n].read_value() for n in tensor_names]
   if global_step is not None:

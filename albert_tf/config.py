@@ -98,7 +98,8 @@ class AlbertConfig:
 
   @classmethod
   def from_json_file(cls, json_file):
-    """Reads an albert_config.json (the original's or ours)."""
+    """Reads an albert_config.json (the original's or ours), or a Hugging Face ALBERT
+    config.json (recognised by its `model_type`; translated by `huggingface.py`)."""
     path = os.fspath(json_file)
     if not os.path.exists(path):
       raise FileNotFoundError(f"ALBERT config file not found: {path}")
@@ -109,6 +110,9 @@ class AlbertConfig:
     except json.JSONDecodeError as e:
       raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: "
                         f"{e.msg})") from None
+    if isinstance(values, dict) and "model_type" in values:
+      from albert_tf import huggingface  # pylint: disable=g-import-not-at-top (it imports us)
+      return huggingface.config_from_huggingface(values, source=path)
     return cls.from_dict(values, source=path)
 
   # --- serialisation ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf import guards
+from albert_tf import huggingface
 from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -83,14 +84,17 @@ def layer_map(spec, student_layers, teacher_layers):
 
 
 def teacher_config(options, student_config_file):
-  """The teacher's config: --teacher_config_file, else the teacher run's albert_config.json,
-  else the student's --albert_config_file."""
+  """The teacher's config: --teacher_config_file, else the teacher run's albert_config.json
+  (or a Hugging Face teacher directory's config.json), else the student's
+  --albert_config_file."""
   candidates = [options.teacher_config_file]
   if options.teacher_checkpoint:
     folder = (options.teacher_checkpoint if tf.io.gfile.isdir(options.teacher_checkpoint)
               else os.path.dirname(options.teacher_checkpoint))
     candidates += [os.path.join(folder, guards.CONFIG_NAME),
                    os.path.join(os.path.dirname(folder), guards.CONFIG_NAME)]
+    if huggingface.is_huggingface_dir(folder):  # a teacher fine-tuned in transformers
+      candidates.append(os.path.join(folder, huggingface.CONFIG_FILE))
   candidates.append(student_config_file)
   for path in candidates:
     if path and tf.io.gfile.exists(path):

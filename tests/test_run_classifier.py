@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import core_flags
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
+from albert_tf import convert
 from albert_tf.distillation import DistillOptions, Distiller
 from albert_tf.export.tflite import tflite_logits
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -90,17 +92,33 @@ def test_real_data_cola_reports_matthews_correlation_and_a_seed_repeats_the_run(
   assert run_classifier(opts("cola", tmp_path / "b", cache)) == results
 
 
-def test_real_data_starts_from_a_tf1_checkpoint_or_an_exported_encoder(cache, tmp_path):
+def test_real_data_starts_from_a_tf1_checkpoint_an_exported_encoder_or_a_huggingface_dir(
+    cache, tmp_path):
   config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
   pretrained = AlbertPretrainer(config)
   tf1 = save_tf1_checkpoint(pretrained, str(tmp_path / "tf1" / "model.ckpt"))
   hub = export_encoder(pretrained, str(tmp_path / "hub"))
+  hf = str(tmp_path / "hf")
+  assert convert.main(["--from=tf1", "--to=huggingface", f"--checkpoint={tf1}",
+                       f"--albert_config_file={ROOT / 'configs' / 'tiny.json'}",
+                       f"--spm_model_file={SPM}", f"--output_dir={hf}"]) == 0
+  # --init_checkpoint=<Hugging Face dir> alone: its config.json and spiece.model stand in for
+  # --albert_config_file and --spm_model_file (the scripts' flag handling).
+  from_hf = dict(init_checkpoint=hf, albert_config_file=None, spm_model_file=None,
+                 vocab_file=None, do_lower_case=True)
+  core_flags._huggingface_start_defaults(from_hf)
+  assert from_hf["albert_config_file"] == f"{hf}/config.json"
+  assert from_hf["spm_model_file"] == f"{hf}/spiece.model"
   for name, changes in (("from_tf1", dict(init_checkpoint=tf1, layerwise_lr_decay=0.8)),
-                        ("from_hub", dict(albert_hub_module_handle=hub))):
+                        ("from_hub", dict(albert_hub_module_handle=hub)),
+                        ("from_hf", from_hf)):
     run_classifier(opts("sst-2", tmp_path / name, cache, train_step=3, do_eval=False,
                         **changes))
     reader = tf.train.load_checkpoint(str(tmp_path / name / "ckpt-3"))
     assert reader.has_tensor("head/output_weights/.ATTRIBUTES/VARIABLE_VALUE")
+  # The Hugging Face start saved the run's config as the original's albert_config.json.
+  assert AlbertConfig.from_json_file(tmp_path / "from_hf" / "albert_config.json").to_dict() == (
+      AlbertConfig.from_json_file(hf + "/config.json").to_dict())
 
 
 def test_bad_task_data_and_vocabulary_are_named(cache, tmp_path):

@@ -1,0 +1,324 @@
+"""Converts ALBERT checkpoints between the original's TF1 format, ours and Hugging Face's.
+
+    # the original's albert_base_v2 -> a transformers directory (AlbertForPreTraining)
+    python -m albert_tf.convert --from=tf1 --to=huggingface \\
+        --checkpoint=albert_base/model.ckpt-best \\
+        --albert_config_file=albert_base/albert_config.json \\
+        --spm_model_file=albert_base/30k-clean.model --output_dir=albert_base_hf
+    # a transformers directory -> our checkpoint (config and tokenizer come from the directory)
+    python -m albert_tf.convert --from=huggingface --to=native --input_dir=albert_base_hf \\
+        --output_dir=albert_base_native
+
+Formats: `tf1` (the original's variable names), `native` (our `tf.train.Checkpoint`s, e.g. a
+run_classifier output dir), `huggingface` (`config.json`, `model.safetensors`, tokenizer
+files). The head (pretraining MLM + SOP, sequence classification / regression, multiple
+choice, SQuAD v1 question answering, or the encoder alone) is found from the names; `--head`
+says it where names cannot (a one-output head is regression unless `--head=multiple_choice`).
+Every weight of the source is checked against the model before anything is written; the
+output directory appears whole or not at all.
+"""
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import sys
+import uuid
+
+import tensorflow as tf
+
+from albert_tf import checkpoints
+from albert_tf import huggingface
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.modeling.squad import AlbertSquad
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("tf1", "native", "huggingface")
+HEADS = ("auto", "pretraining", "classification", "multiple_choice", "squad_v1", "squad_v2",
+         "encoder")
+CONFIG_NAME = "albert_config.json"
+
+
+@dataclasses.dataclass
+class Converted:
+  """A model holding the weights read from a source, and what to write with them."""
+  model: object
+  config: AlbertConfig
+  head: str
+  report: checkpoints.LoadReport
+  num_labels: int = None
+  spm_model_file: str = None
+  vocab_file: str = None
+  do_lower_case: bool = True
+
+
+def build_model(config, head, num_labels=None):
+  """The Keras model that holds `head`'s weights (see the module doc for the kinds)."""
+  if head in ("pretraining", "masked_lm"):
+    return AlbertPretrainer(config)
+  if head == "classification":
+    return AlbertClassifier(config, num_labels)
+  if head == "multiple_choice":
+    return AlbertMultipleChoice(config).build_for()
+  if head in ("squad_v1", "squad_v2"):
+    return AlbertSquad(config, version_2=head == "squad_v2")
+  if head == "encoder":
+    return AlbertEncoder(config)
+  raise ValueError(f"unknown head {head!r}; one of {', '.join(HEADS)}")
+
+
+def _tf1_shapes(fmt, path):
+  """{original TF1 name: shape} of a checkpoint's model weights, to tell its head."""
+  if fmt == "huggingface":
+    arrays, _ = huggingface.to_tf1_names(huggingface.read_huggingface_weights(path))
+    return {name: list(value.shape) for name, value in arrays.items()}
+  prefix = checkpoints.resolve_checkpoint_path(path)
+  shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  if fmt == "tf1":
+    return {n[len(checkpoints.HUB_PREFIX):] if n.startswith(checkpoints.HUB_PREFIX) else n: s
+            for n, s in shapes.items()}
+  # Ours: the head parts are named by role (checkpoints.HEAD_ROLES).
+  roles = {n.split("/")[0] for n in shapes}
+  names = {}
+  if "masked_lm" in roles:
+    names["cls/predictions/output_bias"] = None
+  if "sentence_order" in roles:
+    names["cls/seq_relationship/output_weights"] = None
+  if "head" in roles:
+    names["output_weights"] = shapes.get("head/output_weights/.ATTRIBUTES/VARIABLE_VALUE")
+  if any(n.startswith("squad_head/start_dense/") for n in shapes):
+    names["start_logits/dense/kernel"] = None
+  elif "squad_head" in roles:
+    names["cls/squad/output_weights"] = None
+  return names
+
+
+def _detect_head(fmt, path, requested, hf_values=None):
+  """(head, num_labels) from the names (and a transformers config's `architectures`)."""
+  shapes = _tf1_shapes(fmt, path)
+  head = huggingface.head_of(shapes)
+  architectures = (hf_values or {}).get("architectures") or []
+  if architectures and architectures[0] == "AlbertForMultipleChoice":
+    head = "multiple_choice"
+  num_labels = None
+  if head == "classification":
+    num_labels = shapes["output_weights"][0]
+    if hf_values and hf_values.get("id2label") is not None:
+      num_labels = huggingface.num_labels_of(hf_values)
+  if requested and requested != "auto":
+    if requested == "multiple_choice" and head == "classification" and num_labels != 1:
+      raise ValueError(f"{path}: --head=multiple_choice needs a one-output head, this one has "
+                       f"{num_labels}")
+    if requested not in ("encoder", head) and not (
+        requested == "multiple_choice" and head == "classification"):
+      raise ValueError(f"{path} holds a {head} head, not {requested}")
+    head = requested
+  elif head == "classification" and num_labels == 1 and fmt != "huggingface":
+    logger.info("A one-output head is read as regression; --head=multiple_choice for a RACE "
+                "(multiple choice) model.")
+  return head, num_labels
+
+
+def _config_for(fmt, path, albert_config_file):
+  if albert_config_file:
+    return AlbertConfig.from_json_file(albert_config_file)
+  if fmt == "huggingface":
+    return huggingface.config_from_huggingface(os.path.join(path, huggingface.CONFIG_FILE))
+  # A run's output dir keeps the config beside its checkpoints.
+  directory = path if os.path.isdir(path) else os.path.dirname(path)
+  candidate = os.path.join(directory, CONFIG_NAME)
+  if os.path.exists(candidate):
+    return AlbertConfig.from_json_file(candidate)
+  raise ValueError(f"--albert_config_file is needed for --from={fmt} (no {CONFIG_NAME} next to "
+                   f"{path})")
+
+
+def read(fmt, path, albert_config_file=None, head="auto", spm_model_file=None, vocab_file=None,
+         do_lower_case=None):
+  """Reads a checkpoint of format `fmt` into a fresh model; returns a `Converted`."""
+  if fmt not in FORMATS:
+    raise ValueError(f"--from={fmt!r}: one of {', '.join(FORMATS)}")
+  path = os.fspath(path)
+  hf_values = None
+  if fmt == "huggingface":
+    if not huggingface.is_huggingface_dir(path):
+      raise FileNotFoundError(f"{path} is not a Hugging Face directory (config.json and "
+                              "model.safetensors)")
+    hf_values = huggingface.read_json(os.path.join(path, huggingface.CONFIG_FILE))
+    found_spm, found_vocab, found_lower = huggingface.tokenizer_of(path)
+    if not (spm_model_file or vocab_file):
+      spm_model_file, vocab_file = found_spm, found_vocab
+    if do_lower_case is None:
+      do_lower_case = found_lower
+  config = _config_for(fmt, path, albert_config_file)
+  head, num_labels = _detect_head(fmt, path, head, hf_values)
+  model = build_model(config, head, num_labels)
+  report = checkpoints.load_checkpoint(model, path)
+  return Converted(model, config, head, report, num_labels, spm_model_file, vocab_file,
+                   True if do_lower_case is None else bool(do_lower_case))
+
+
+def _loaded_arrays(converted):
+  """{TF1 name: ndarray} of the weights the source held (nothing freshly initialised)."""
+  loaded = {v.ref() for v in converted.report.assigned}
+  return {name: variable.numpy()
+          for name, variable in checkpoints.tf1_variable_map(converted.model).items()
+          if variable.ref() in loaded}
+
+
+def _special_ids(spm_model_file, vocab_file):
+  """pad/bos/eos ids for config.json: <pad>, [CLS], [SEP] of the vocabulary."""
+  if spm_model_file:
+    import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+    sp = spm.SentencePieceProcessor(model_file=spm_model_file)
+    return {"pad_token_id": sp.piece_to_id("<pad>"), "bos_token_id": sp.piece_to_id("[CLS]"),
+            "eos_token_id": sp.piece_to_id("[SEP]")}
+  if vocab_file:
+    with open(vocab_file, encoding="utf-8") as f:
+      index = {line.rstrip("\n"): i for i, line in enumerate(f)}
+    return {"pad_token_id": index.get("[PAD]", 0), "bos_token_id": index.get("[CLS]", 2),
+            "eos_token_id": index.get("[SEP]", 3)}
+  return None
+
+
+def _write_huggingface(converted, directory):
+  c = converted
+  head = c.head
+  if head == "pretraining" and not c.report.restored(
+      c.model.sentence_order.trainable_variables):
+    head = "masked_lm"  # no SOP weights in the source: AlbertForMaskedLM's layout
+  huggingface.check_expressible(c.config, head)
+  if c.config.inner_group_num > c.config.num_hidden_layers // c.config.num_hidden_groups:
+    logger.warning("inner_group_num=%d is more than num_hidden_layers / num_hidden_groups: "
+                   "transformers 4.x fails on such a model (its head-mask slicing); 5.x runs "
+                   "it", c.config.inner_group_num)
+  values = huggingface.config_to_huggingface(
+      c.config, head, c.num_labels, _special_ids(c.spm_model_file, c.vocab_file))
+  arrays = huggingface.to_huggingface_names(_loaded_arrays(c), with_prefix=head != "encoder")
+  huggingface.write_safetensors(arrays, os.path.join(directory, huggingface.WEIGHTS_FILE))
+  _write_text(os.path.join(directory, huggingface.CONFIG_FILE),
+              json.dumps(values, indent=2, sort_keys=True) + "\n")
+  files = huggingface.tokenizer_files(c.spm_model_file, c.vocab_file, c.do_lower_case,
+                                      c.config.max_position_embeddings)
+  if not files:
+    logger.warning("no --spm_model_file or --vocab_file: no tokenizer files written")
+  for name, data in files.items():
+    with open(os.path.join(directory, name), "wb") as f:
+      f.write(data)
+
+
+def _write_text(path, text):
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+
+
+def _copy_vocabulary(converted, directory):
+  for source in (converted.spm_model_file, converted.vocab_file):
+    if source:
+      shutil.copyfile(source, os.path.join(directory, os.path.basename(source)))
+
+
+def _write_tf1(converted, directory):
+  checkpoints.save_tf1_checkpoint(converted.model, os.path.join(directory, "model.ckpt"),
+                                  variables=converted.report.assigned)
+  converted.config.to_json_file(os.path.join(directory, CONFIG_NAME))
+  _copy_vocabulary(converted, directory)
+
+
+def _write_native(converted, directory):
+  if converted.report.missing:
+    logger.warning("not in the source, written as initialised: %s",
+                   ", ".join(converted.report.missing))
+  manager = tf.train.CheckpointManager(checkpoints.native_checkpoint(converted.model),
+                                       directory, max_to_keep=1)
+  manager.save(checkpoint_number=0)
+  converted.config.to_json_file(os.path.join(directory, CONFIG_NAME))
+  _copy_vocabulary(converted, directory)
+
+
+_WRITERS = {"tf1": _write_tf1, "native": _write_native, "huggingface": _write_huggingface}
+
+
+def write(converted, fmt, output_dir):
+  """Writes `converted` in format `fmt` to `output_dir` atomically; returns output_dir.
+
+  The files are written to a temporary sibling directory that is renamed into place, so an
+  interrupted conversion leaves no half-written directory. An existing non-empty
+  `output_dir` is refused (nothing is overwritten).
+  """
+  if fmt not in FORMATS:
+    raise ValueError(f"--to={fmt!r}: one of {', '.join(FORMATS)}")
+  output_dir = os.path.abspath(os.fspath(output_dir))
+  if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
+    raise FileExistsError(f"--output_dir={output_dir} exists and is not empty; choose a new "
+                          "directory")
+  if fmt == "huggingface":  # refuse before writing anything
+    huggingface.check_expressible(converted.config, converted.head)
+  tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
+  os.makedirs(tmp)
+  try:
+    _WRITERS[fmt](converted, tmp)
+    if os.path.isdir(output_dir):
+      os.rmdir(output_dir)
+    os.replace(tmp, output_dir)
+  finally:
+    if os.path.exists(tmp):
+      shutil.rmtree(tmp, ignore_errors=True)
+  return output_dir
+
+
+def convert(from_format, to_format, source, output_dir, **read_options):
+  """Reads `source` (format `from_format`) and writes it as `to_format` to `output_dir`."""
+  converted = read(from_format, source, **read_options)
+  write(converted, to_format, output_dir)
+  logger.info("%s (%s head) -> %s %s", source, converted.head, to_format, output_dir)
+  return converted
+
+
+def _parse(argv):
+  p = argparse.ArgumentParser(prog="python -m albert_tf.convert",
+                              description=__doc__.splitlines()[0])
+  p.add_argument("--from", dest="from_format", required=True, choices=FORMATS)
+  p.add_argument("--to", dest="to_format", required=True, choices=FORMATS)
+  p.add_argument("--checkpoint", help="tf1/native: a checkpoint prefix or its directory")
+  p.add_argument("--input_dir", help="huggingface: the directory (also accepted as --checkpoint)")
+  p.add_argument("--albert_config_file",
+                 help="albert_config.json (tf1/native; default: the one beside the checkpoint; "
+                      "huggingface reads config.json)")
+  p.add_argument("--spm_model_file", help="SentencePiece model to write with the output")
+  p.add_argument("--vocab_file", help="WordPiece vocab.txt, when no --spm_model_file")
+  p.add_argument("--do_lower_case", default=None, type=lambda s: s.lower() not in ("false", "0"),
+                 help="for the tokenizer files (default: the source's, else true)")
+  p.add_argument("--head", default="auto", choices=HEADS,
+                 help="which head to convert; 'encoder' drops any head")
+  p.add_argument("--output_dir", required=True)
+  args = p.parse_args(argv)
+  source = args.input_dir or args.checkpoint
+  if not source:
+    p.error("--checkpoint (tf1, native) or --input_dir (huggingface) is required")
+  return args, source
+
+
+def main(argv=None):
+  args, source = _parse(sys.argv[1:] if argv is None else argv)
+  logging.basicConfig(level=logging.INFO, format="%(message)s")
+  try:
+    convert(args.from_format, args.to_format, source, args.output_dir,
+            albert_config_file=args.albert_config_file, head=args.head,
+            spm_model_file=args.spm_model_file, vocab_file=args.vocab_file,
+            do_lower_case=args.do_lower_case)
+  except (OSError, ValueError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,437 @@
+"""Hugging Face ALBERT directories: names, config.json and tokenizer files (SPEC "Hugging Face
+interop"), read and written with the `safetensors` package's numpy API (no torch).
+
+    arrays = read_huggingface_weights("albert_base_hf")     # {HF name: np.ndarray}
+    tf1_arrays, unused = to_tf1_names(arrays)               # {original TF1 name: np.ndarray}
+    config = config_from_huggingface("albert_base_hf/config.json")
+
+The map between the two name sets lives here once (`_PAIRS`); checkpoints.py loads a
+directory through it and convert.py writes one. Linear weights are `[out, in]` in Hugging
+Face (the transpose of a TF kernel); the original's `output_weights` matrices are already
+`[out, in]` and are copied as they are.
+"""
+
+import json
+import logging
+import os
+import re
+
+import numpy as np
+
+from albert_tf.config import ORIGINAL_DEFAULTS, AlbertConfig, ConfigError
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
+PREFIX = "albert."
+
+# Head kinds and the transformers class whose layout each one is.
+ARCHITECTURES = {
+    "pretraining": "AlbertForPreTraining",
+    "masked_lm": "AlbertForMaskedLM",
+    "classification": "AlbertForSequenceClassification",
+    "multiple_choice": "AlbertForMultipleChoice",
+    "squad_v1": "AlbertForQuestionAnswering",
+    "encoder": "AlbertModel",
+}
+HEAD_OF_ARCHITECTURE = {v: k for k, v in ARCHITECTURES.items()}
+
+# albert_config.json hidden_act -> transformers' ACT2FN name. The original's `gelu` is the tanh
+# approximation, which transformers calls `gelu_new`; its `gelu` is the exact (erf) one.
+_ACTIVATION_TO_HF = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
+                     "swish": "silu", "linear": "linear"}
+# gelu_fast and gelu_pytorch_tanh are the same tanh formula (within 1e-12).
+_ACTIVATION_FROM_HF = {"gelu_new": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu",
+                       "gelu": "gelu_exact",
+                       "relu": "relu", "tanh": "tanh", "swish": "swish", "silu": "swish",
+                       "linear": "linear"}
+# transformers' AlbertConfig defaults: its save_pretrained leaves out keys equal to them.
+HF_DEFAULTS = {
+    "vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12,
+    "num_hidden_groups": 1, "num_attention_heads": 64, "intermediate_size": 16384,
+    "inner_group_num": 1, "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 512, "type_vocab_size": 2,
+    "initializer_range": 0.02, "layer_norm_eps": 1e-12, "classifier_dropout_prob": 0.1,
+    "position_embedding_type": "absolute",
+}
+_SHARED_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                "num_hidden_groups", "num_attention_heads", "intermediate_size",
+                "inner_group_num", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                "max_position_embeddings", "type_vocab_size", "initializer_range")
+LAYER_NORM_EPS = 1e-12  # the original's, the only one our model computes with
+
+# ---------------------------------------------------------------------------------------------
+# Names. Each pair is (TF1 name, Hugging Face name, transposed?); `{g}` and `{k}` stand for the
+# group and the block inside it.
+
+
+def _dense(tf1, hf):
+  return [(tf1 + "/kernel", hf + ".weight", True), (tf1 + "/bias", hf + ".bias", False)]
+
+
+def _layer_norm(tf1, hf):
+  return [(tf1 + "/gamma", hf + ".weight", False), (tf1 + "/beta", hf + ".bias", False)]
+
+
+def _matrix_head(tf1, hf):
+  """The original's `output_weights [out, in]` / `output_bias [out]`: already Linear's layout."""
+  return [(tf1 + "output_weights", hf + ".weight", False),
+          (tf1 + "output_bias", hf + ".bias", False)]
+
+
+_BLOCK_TF1 = "bert/encoder/transformer/group_{g}/inner_group_{k}/"
+_BLOCK_HF = PREFIX + "encoder.albert_layer_groups.{g}.albert_layers.{k}."
+_PAIRS = (
+    [("bert/embeddings/word_embeddings", PREFIX + "embeddings.word_embeddings.weight", False),
+     ("bert/embeddings/position_embeddings", PREFIX + "embeddings.position_embeddings.weight",
+      False),
+     ("bert/embeddings/token_type_embeddings",
+      PREFIX + "embeddings.token_type_embeddings.weight", False)]
+    + _layer_norm("bert/embeddings/LayerNorm", PREFIX + "embeddings.LayerNorm")
+    + _dense("bert/encoder/embedding_hidden_mapping_in",
+             PREFIX + "encoder.embedding_hidden_mapping_in")
+    + _dense(_BLOCK_TF1 + "attention_1/self/query", _BLOCK_HF + "attention.query")
+    + _dense(_BLOCK_TF1 + "attention_1/self/key", _BLOCK_HF + "attention.key")
+    + _dense(_BLOCK_TF1 + "attention_1/self/value", _BLOCK_HF + "attention.value")
+    + _dense(_BLOCK_TF1 + "attention_1/output/dense", _BLOCK_HF + "attention.dense")
+    + _layer_norm(_BLOCK_TF1 + "LayerNorm", _BLOCK_HF + "attention.LayerNorm")
+    + _dense(_BLOCK_TF1 + "ffn_1/intermediate/dense", _BLOCK_HF + "ffn")
+    + _dense(_BLOCK_TF1 + "ffn_1/intermediate/output/dense", _BLOCK_HF + "ffn_output")
+    + _layer_norm(_BLOCK_TF1 + "LayerNorm_1", _BLOCK_HF + "full_layer_layer_norm")
+    + _dense("bert/pooler/dense", PREFIX + "pooler")
+    + _dense("cls/predictions/transform/dense", "predictions.dense")
+    + _layer_norm("cls/predictions/transform/LayerNorm", "predictions.LayerNorm")
+    + [("cls/predictions/output_bias", "predictions.bias", False)]
+    + _matrix_head("cls/seq_relationship/", "sop_classifier.classifier")
+    + _matrix_head("", "classifier")
+    + _matrix_head("cls/squad/", "qa_outputs"))
+# The MLM decoder is tied to the word embeddings and to predictions.bias in transformers; it is
+# written for readers that expect it and checked on reading.
+_TIED = {"predictions.decoder.weight": PREFIX + "embeddings.word_embeddings.weight",
+         "predictions.decoder.bias": "predictions.bias"}
+# Buffers, not weights (older transformers versions saved them).
+_BUFFERS = re.compile(r"(^|\.)(position_ids|token_type_ids)$")
+
+
+def _pattern(template):
+  """A regex matching `template` with its `{g}` / `{k}` placeholders as named numbers."""
+  escaped = re.escape(template).replace(r"\{g\}", r"(?P<g>\d+)").replace(r"\{k\}", r"(?P<k>\d+)")
+  return re.compile("^" + escaped + "$")
+
+
+_TO_HF = [(_pattern(tf1), hf, transposed) for tf1, hf, transposed in _PAIRS]
+_FROM_HF = [(_pattern(hf), tf1, transposed) for tf1, hf, transposed in _PAIRS]
+# The original's SQuAD v2.0 head, which transformers has no class for.
+UNSUPPORTED_TF1_HEADS = ("start_logits/", "end_logits/", "answer_class/")
+
+
+def _translate(name, table):
+  for pattern, template, transposed in table:
+    match = pattern.match(name)
+    if match:
+      return template.format(**match.groupdict()), transposed
+  return None, False
+
+
+def hf_name(tf1_name):
+  """The Hugging Face name of an original TF1 variable name (None if it has none)."""
+  return _translate(tf1_name, _TO_HF)[0]
+
+
+def to_huggingface_names(tf1_arrays, with_prefix=True):
+  """{TF1 name: array} -> {Hugging Face name: array}, transposing Linear kernels.
+
+  Raises ValueError on a name with no Hugging Face counterpart (the v2 SQuAD head, an
+  embedding without the E->H projection is caught earlier by `check_expressible`).
+  """
+  out = {}
+  for name, value in tf1_arrays.items():
+    target, transposed = _translate(name, _TO_HF)
+    if target is None:
+      raise ValueError(f"'{name}' has no counterpart in Hugging Face's ALBERT")
+    if not with_prefix and target.startswith(PREFIX):
+      target = target[len(PREFIX):]
+    out[target] = np.ascontiguousarray(value.T if transposed else value)
+  if "cls/predictions/output_bias" in tf1_arrays:
+    out["predictions.decoder.weight"] = out[_TIED["predictions.decoder.weight"]]
+    out["predictions.decoder.bias"] = out["predictions.bias"]
+  return out
+
+
+def to_tf1_names(hf_arrays):
+  """{Hugging Face name: array} -> ({TF1 name: array}, [unused Hugging Face names]).
+
+  Accepts the prefixed layout (`albert.…`, the task classes) and AlbertModel's unprefixed
+  one. The tied MLM decoder is checked against what it is tied to, buffers are dropped.
+  """
+  names = set(hf_arrays)
+  prefixed = any(n.startswith(PREFIX) for n in names)
+  out, unused = {}, []
+  for name, value in sorted(hf_arrays.items()):
+    key = name if prefixed or not name.startswith(("embeddings.", "encoder.", "pooler.")) \
+        else PREFIX + name
+    if _BUFFERS.search(key):
+      continue
+    if key in _TIED:
+      tied = _TIED[key]
+      if tied not in hf_arrays:
+        if key == "predictions.decoder.bias":  # some writers keep only the decoder's copy
+          out["cls/predictions/output_bias"] = np.asarray(value)
+        continue
+      if not np.array_equal(np.asarray(value), np.asarray(hf_arrays[tied])):
+        raise ValueError(f"'{name}' differs from '{tied}', which it is tied to in ALBERT; "
+                         "this model cannot be expressed with the original's MLM head")
+      continue
+    target, transposed = _translate(key, _FROM_HF)
+    if target is None:
+      unused.append(name)
+      continue
+    value = np.asarray(value)
+    out[target] = np.ascontiguousarray(value.T if transposed else value)
+  return out, unused
+
+
+def head_of(tf1_names):
+  """The head kind a set of TF1 names holds: pretraining, masked_lm, classification (or
+  multiple choice: the same names), squad_v1, squad_v2 or encoder."""
+  names = set(tf1_names)
+  if any(n.startswith(UNSUPPORTED_TF1_HEADS) for n in names):
+    return "squad_v2"
+  if "cls/squad/output_weights" in names:
+    return "squad_v1"
+  if "output_weights" in names:
+    return "classification"
+  if "cls/predictions/output_bias" in names:
+    return "pretraining" if "cls/seq_relationship/output_weights" in names else "masked_lm"
+  return "encoder"
+
+
+# ---------------------------------------------------------------------------------------------
+# config.json
+
+
+def check_expressible(config, head=None):
+  """Raises ValueError when Hugging Face's ALBERT cannot hold this model (or its head)."""
+  # The original (and our encoder) builds the projection only when E != H.
+  if config.embedding_size == config.hidden_size:
+    raise ValueError("this model has no E->H projection (embedding_size == hidden_size); "
+                     "Hugging Face's ALBERT always has one (embedding_hidden_mapping_in), so "
+                     "it cannot be expressed there without inventing weights")
+  if config.sharing != "all":
+    raise ValueError(f"sharing={config.sharing!r}: Hugging Face's ALBERT shares whole blocks "
+                     "by group only (sharing='all'); a model with no sharing at all is "
+                     "sharing='all' with num_hidden_groups=num_hidden_layers")
+  if config.ln_type != "postln":
+    raise ValueError(f"ln_type={config.ln_type!r}: Hugging Face's ALBERT is post-LayerNorm")
+  # transformers picks layer i's group as int(i / (L / G)), the original as int(i / L * G):
+  # the same numbers but for floating-point rounding, which is checked here.
+  hf_groups = [int(i / (config.num_hidden_layers / config.num_hidden_groups))
+               for i in range(config.num_hidden_layers)]
+  if hf_groups != [config.layer_group(i) for i in range(config.num_hidden_layers)]:
+    raise ValueError(f"num_hidden_layers={config.num_hidden_layers} with num_hidden_groups="
+                     f"{config.num_hidden_groups}: transformers would assign layers to groups "
+                     "differently from the original (floating-point rounding)")
+  if config.hidden_act not in _ACTIVATION_TO_HF:
+    raise ValueError(f"hidden_act={config.hidden_act!r} has no transformers equivalent")
+  if head == "squad_v2":
+    raise ValueError("the SQuAD v2.0 head (start/end/answer-class, XLNet style) has no "
+                     "counterpart in transformers (AlbertForQuestionAnswering is the v1 head: "
+                     "one dense [2, H] on every token); convert a v1 model, or the encoder "
+                     "alone with --head=encoder")
+
+
+def config_to_huggingface(config, head, num_labels=None, special_ids=None):
+  """The config.json dict of a transformers ALBERT model of kind `head`."""
+  check_expressible(config, head)
+  values = {"architectures": [ARCHITECTURES[head]], "model_type": "albert"}
+  for key in _SHARED_KEYS:
+    values[key] = getattr(config, key)
+  values["hidden_act"] = _ACTIVATION_TO_HF[config.hidden_act]
+  values.update(layer_norm_eps=LAYER_NORM_EPS, position_embedding_type="absolute",
+                classifier_dropout_prob=HF_DEFAULTS["classifier_dropout_prob"])
+  values.update(special_ids or {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3})
+  if head == "classification":
+    values["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
+    values["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
+    values["problem_type"] = ("regression" if num_labels == 1
+                              else "single_label_classification")
+  return values
+
+
+def read_json(path):
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"{path}: not valid JSON ({e})") from None
+
+
+def config_from_huggingface(path_or_dict, source=None):
+  """An AlbertConfig from a transformers ALBERT config.json (path or dict)."""
+  if isinstance(path_or_dict, dict):
+    values, source = path_or_dict, source or "<config.json>"
+  else:
+    values, source = read_json(path_or_dict), os.fspath(path_or_dict)
+  if values.get("model_type", "albert") != "albert":
+    raise ConfigError(f"{source}: model_type is {values.get('model_type')!r}, not 'albert'")
+  full = dict(HF_DEFAULTS)
+  full.update(values)
+  if full["position_embedding_type"] != "absolute":
+    raise ConfigError(f"{source}: position_embedding_type={full['position_embedding_type']!r}; "
+                      "ALBERT (the original) has absolute position embeddings only")
+  if abs(float(full["layer_norm_eps"]) - LAYER_NORM_EPS) > 1e-15:
+    raise ConfigError(f"{source}: layer_norm_eps={full['layer_norm_eps']} but the original "
+                      f"(and this model) use {LAYER_NORM_EPS}; outputs would differ")
+  act = full["hidden_act"]
+  if act not in _ACTIVATION_FROM_HF:
+    raise ConfigError(f"{source}: hidden_act={act!r} has no counterpart here "
+                      f"(known: {', '.join(sorted(_ACTIVATION_FROM_HF))})")
+  # The original's full key set (legacy keys at their defaults), as its albert_config.json has.
+  original = dict(ORIGINAL_DEFAULTS)
+  original.update({key: full[key] for key in _SHARED_KEYS})
+  original["hidden_act"] = _ACTIVATION_FROM_HF[act]
+  return AlbertConfig.from_dict(original, source=source)
+
+
+def num_labels_of(values):
+  """The label count a config.json says (id2label wins over num_labels, as in transformers)."""
+  if "id2label" in values:
+    return len(values["id2label"])
+  return int(values.get("num_labels", 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Directories.
+
+
+def is_huggingface_dir(path):
+  """Whether `path` is a directory holding a transformers checkpoint (config + safetensors or
+  a PyTorch pickle, the latter refused later with a message)."""
+  path = os.fspath(path)
+  if not os.path.isdir(path) or not os.path.exists(os.path.join(path, CONFIG_FILE)):
+    return False
+  return any(os.path.exists(os.path.join(path, f))
+             for f in (WEIGHTS_FILE, WEIGHTS_INDEX_FILE, "pytorch_model.bin"))
+
+
+def _weight_files(directory):
+  index = os.path.join(directory, WEIGHTS_INDEX_FILE)
+  if os.path.exists(os.path.join(directory, WEIGHTS_FILE)):
+    return [os.path.join(directory, WEIGHTS_FILE)]
+  if os.path.exists(index):
+    shards = sorted(set(read_json(index)["weight_map"].values()))
+    return [os.path.join(directory, s) for s in shards]
+  if os.path.exists(os.path.join(directory, "pytorch_model.bin")):
+    raise ValueError(f"{directory} holds pytorch_model.bin (a torch pickle), which needs torch "
+                     "to read; save it with safetensors (transformers' save_pretrained does by "
+                     "default) and try again")
+  raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE}")
+
+
+def _load_safetensors(path):
+  """{name: float32/int ndarray}; bfloat16 tensors (numpy has no such type) are widened."""
+  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+  out = {}
+  try:
+    with safe_open(path, framework="np") as f:
+      for name in f.keys():
+        out[name] = f.get_tensor(name)
+  except (TypeError, ValueError, OSError) as e:
+    if "bf16" not in str(e).lower() and "bfloat16" not in str(e).lower():
+      raise ValueError(f"cannot read {path}: {e}") from None
+    return _load_bfloat16_safetensors(path)
+  return {n: v.astype(np.float32) if v.dtype == np.float16 else v for n, v in out.items()}
+
+
+def _load_bfloat16_safetensors(path):
+  """The safetensors layout read by hand: an 8-byte header size, a JSON header, raw data."""
+  with open(path, "rb") as f:
+    size = int.from_bytes(f.read(8), "little")
+    header = json.loads(f.read(size))
+    data = f.read()
+  dtypes = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+  out = {}
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    begin, end = info["data_offsets"]
+    raw = data[begin:end]
+    if info["dtype"] == "BF16":
+      value = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    elif info["dtype"] in dtypes:
+      value = np.frombuffer(raw, dtypes[info["dtype"]]).astype(
+          np.float32 if info["dtype"] == "F16" else dtypes[info["dtype"]])
+    else:
+      raise ValueError(f"{path}: tensor '{name}' has dtype {info['dtype']}, not supported")
+    out[name] = value.reshape(info["shape"])
+  return out
+
+
+def read_huggingface_weights(directory):
+  """{Hugging Face name: ndarray} of every safetensors file of a transformers directory."""
+  arrays = {}
+  for path in _weight_files(os.fspath(directory)):
+    arrays.update(_load_safetensors(path))
+  return arrays
+
+
+def write_safetensors(arrays, path):
+  """Writes `arrays` with transformers' metadata (`format: pt`, which it requires)."""
+  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, path,
+            metadata={"format": "pt"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer files.
+
+SPM_FILE = "spiece.model"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+
+def tokenizer_files(spm_model_file=None, vocab_file=None, do_lower_case=True,
+                    model_max_length=512):
+  """{file name: bytes} of the tokenizer files that make transformers tokenize as we do.
+
+  SentencePiece: `spiece.model` + AlbertTokenizer settings (`keep_accents: false`, so accents
+  are stripped as the original's preprocess_text does). WordPiece: `vocab.txt` +
+  BertTokenizer settings (CJK characters split, accents stripped when lowercasing).
+  """
+  if spm_model_file:
+    with open(spm_model_file, "rb") as f:
+      files = {SPM_FILE: f.read()}
+    special = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>",
+               "sep_token": "[SEP]", "pad_token": "<pad>", "cls_token": "[CLS]",
+               "mask_token": "[MASK]"}
+    settings = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": bool(do_lower_case),
+                "remove_space": True, "keep_accents": False}
+  elif vocab_file:
+    with open(vocab_file, "rb") as f:
+      files = {VOCAB_FILE: f.read()}
+    special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+               "cls_token": "[CLS]", "mask_token": "[MASK]"}
+    settings = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
+                "do_basic_tokenize": True, "tokenize_chinese_chars": True,
+                "strip_accents": None}
+  else:
+    return {}
+  settings.update(special, model_max_length=int(model_max_length))
+  files[TOKENIZER_CONFIG_FILE] = (json.dumps(settings, indent=2) + "\n").encode()
+  files["special_tokens_map.json"] = (json.dumps(special, indent=2) + "\n").encode()
+  return files
+
+
+def tokenizer_of(directory):
+  """(spm_model_file, vocab_file, do_lower_case or None) found in a transformers directory."""
+  directory = os.fspath(directory)
+  spm = os.path.join(directory, SPM_FILE)
+  vocab = os.path.join(directory, VOCAB_FILE)
+  settings_file = os.path.join(directory, TOKENIZER_CONFIG_FILE)
+  lower = None
+  if os.path.exists(settings_file):
+    lower = read_json(settings_file).get("do_lower_case")
+  return (spm if os.path.exists(spm) else None,
+          vocab if os.path.exists(vocab) and not os.path.exists(spm) else None, lower)
