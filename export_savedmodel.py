@@ -38,6 +38,9 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the preprocessin
 flags.DEFINE_bool("tflite", False, "Also write encoder.tflite.")
 flags.DEFINE_bool("tflite_quantize", False, "Write encoder.tflite with dynamic-range int8 "
                   "weights (about a quarter of the float32 size; implies --tflite).")
+flags.DEFINE_enum("serving_dtype", "float32", ["float32", "bfloat16"],
+                  "Compute dtype of the exported models: bfloat16 for CPUs with AVX512_BF16 / "
+                  "AMX and for GPUs (weights stay float32; inputs and outputs are unchanged).")
 flags.DEFINE_bool("jit_compile", False, "Compile the encoder's signatures with XLA (faster on "
                   "CPUs; XLA compiles once per input shape; TF Serving then needs "
                   "--xla_cpu_compilation_enabled=true).")
@@ -51,7 +54,7 @@ def main(argv):
     export_bundle(FLAGS.albert_config_file, FLAGS.checkpoint, FLAGS.export_dir,
                   FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case,
                   FLAGS.max_seq_length, FLAGS.tflite, FLAGS.jit_compile,
-                  FLAGS.tflite_quantize)
+                  FLAGS.tflite_quantize, FLAGS.serving_dtype)
   except (OSError, ValueError) as e:
     logging.error("%s", e)
     return 1

@@ -50,7 +50,7 @@ def inputs(batch=3, seq=SEQ, seed=0):
 def test_serving_and_mlm_signatures_match_the_checkpoint_model(exported):
   model, export_dir, _ = exported
   loaded = tf.saved_model.load(export_dir)
-  assert set(loaded.signatures) == {"serving_default", "mlm"}
+  assert set(loaded.signatures) == {"serving_default", "mlm", "lean"}
   # Training steps use an XLA-compiled GELU; a served model must not need XLA anywhere.
   assert b"_XlaMustCompile" not in (pathlib.Path(export_dir) / "saved_model.pb").read_bytes()
   x = inputs()
@@ -61,6 +61,11 @@ def test_serving_and_mlm_signatures_match_the_checkpoint_model(exported):
   assert got["encoder_outputs"].shape == (3, 4, SEQ, 32)  # [batch, L * K, seq, hidden]
   for i, layer_output in enumerate(want["encoder_outputs"]):
     np.testing.assert_allclose(got["encoder_outputs"][:, i], layer_output, atol=1e-5)
+  # `lean` returns the same two outputs and nothing else (no stacked copy of every layer).
+  lean = loaded.signatures["lean"](**x)
+  assert set(lean) == {"pooled_output", "sequence_output"}
+  for key in lean:
+    np.testing.assert_array_equal(lean[key], got[key])
   positions = tf.constant([[1, 2], [0, 3], [2, 2]], tf.int32)
   mlm = loaded.signatures["mlm"](masked_lm_positions=positions, **x)
   expected = model(dict(x, masked_lm_positions=positions), training=False)["mlm_logits"]
@@ -178,18 +183,20 @@ def test_a_model_initialised_from_the_exported_encoder_gives_its_outputs(exporte
                                 model.encoder(x, training=False)["pooled_output"])
 
 
-def test_a_bfloat16_model_exports_float32_outputs_close_to_float32(exported, tmp_path):
-  """Under mixed_bfloat16 the attention softmax and the logits run in float32 and the
-  SavedModel's outputs are float32, within bfloat16 rounding of the float32 model's."""
+def test_a_bfloat16_serving_export_has_float32_outputs_close_to_float32(exported, tmp_path):
+  """export_savedmodel.py --serving_dtype=bfloat16: the encoder computes in bfloat16, the
+  attention softmax and the logits in float32, and the SavedModel's outputs are float32,
+  within bfloat16 rounding of the float32 model's; the global policy is left as it was."""
   model, _, folder = exported
-  try:
-    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    mixed = AlbertPretrainer(model.config)
-    load_checkpoint(mixed, str(folder / "tf1" / "model.ckpt"))
-    loaded = tf.saved_model.load(export_encoder(mixed, str(tmp_path / "bf16")))
-  finally:
-    tf_keras.mixed_precision.set_global_policy("float32")
-  assert mixed.encoder.embedding_layer.compute_dtype == "bfloat16"
+  config = str(folder / "bf16_config.json")
+  model.config.to_json_file(config)
+  paths = export_bundle(config, str(folder / "tf1" / "model.ckpt"), str(tmp_path / "bf16"),
+                        max_seq_length=SEQ, serving_dtype="bfloat16")
+  assert tf_keras.mixed_precision.global_policy().name == "float32"
+  loaded = tf.saved_model.load(paths["encoder"])
+  with pytest.raises(ValueError, match="float32"):
+    export_bundle(config, str(folder / "tf1" / "model.ckpt"), str(tmp_path / "x"),
+                  max_seq_length=SEQ, serving_dtype="bfloat16", tflite=True)
   x = inputs(seed=5)
   positions = tf.constant([[1, 2], [0, 3], [2, 2]], tf.int32)
   got = loaded.signatures["mlm"](masked_lm_positions=positions, **x)
@@ -197,6 +204,8 @@ def test_a_bfloat16_model_exports_float32_outputs_close_to_float32(exported, tmp
   for name in ("pooled_output", "sequence_output", "encoder_outputs", "mlm_logits"):
     assert got[name].dtype == tf.float32, name
   np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=0.1)
+  # bfloat16 rounding, not float32's: the export did compute in bfloat16.
+  assert np.max(np.abs(got["sequence_output"] - want["sequence_output"])) > 1e-3
   np.testing.assert_allclose(got["mlm_logits"], want["mlm_logits"], atol=0.1)
 
 

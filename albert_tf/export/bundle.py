@@ -7,6 +7,7 @@ import shutil
 
 from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.core import precision_policy
 from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 
@@ -19,9 +20,12 @@ _SIBLING = re.compile(r"\.(tmp|old)-export-(\d+)$")
 BUNDLE_ENTRIES = ("encoder", "preprocessing", "fill_mask", "encoder.tflite")
 
 
+SERVING_DTYPES = ("float32", "bfloat16")
+
+
 def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=None,
                   vocab_file=None, do_lower_case=True, max_seq_length=128, tflite=False,
-                  jit_compile=False, tflite_quantize=False):
+                  jit_compile=False, tflite_quantize=False, serving_dtype="float32"):
   """Writes `encoder/`, `preprocessing/` and `fill_mask/` (when a vocabulary is given and,
   for fill_mask, the checkpoint has the MLM head), and `encoder.tflite` (with `tflite`, or
   `tflite_quantize`: its weights dynamic-range int8, about a quarter of the float32 size).
@@ -30,11 +34,19 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   a checkpoint of another shape is an error naming both variables, before anything is written.
   `jit_compile`: the encoder's signatures as XLA clusters (`export_encoder`); the preprocessing
   and fill_mask models (string ops, which XLA cannot compile) stay plain graphs.
+  `serving_dtype="bfloat16"`: the models compute in bfloat16 (Keras' mixed_bfloat16: weights
+  kept float32, softmax and outputs float32), for CPUs with AVX512_BF16 / AMX and for GPUs;
+  inputs and outputs stay as they are.
 
   `export_dir` is replaced as a whole: the bundle is written into a sibling temporary folder
   and renamed into place, so no model of a previous export survives beside the new ones, and
   a failed or killed export leaves the previous bundle as it was.
   """
+  if serving_dtype not in SERVING_DTYPES:
+    raise ValueError(f"--serving_dtype={serving_dtype!r}: one of {', '.join(SERVING_DTYPES)}")
+  if serving_dtype != "float32" and (tflite or tflite_quantize):
+    raise ValueError("--tflite converts a float32 model; export it with "
+                     "--serving_dtype=float32")
   config = AlbertConfig.from_json_file(albert_config_file)
   if max_seq_length > config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={max_seq_length} exceeds the config's "
@@ -51,7 +63,8 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
           "replaces the whole folder, so give it a new or bundle-only folder")
   # Through a symlink, the link's target is replaced and the link stays.
   target = os.path.realpath(export_dir)
-  model = AlbertPretrainer(config)
+  with precision_policy(serving_dtype):  # the policy in force when the layers are built
+    model = AlbertPretrainer(config)
   report = load_checkpoint(model, checkpoint)
   if report.missing:
     logger.warning("not in the checkpoint (left as initialised): %s", report.missing)

@@ -7,6 +7,8 @@ Signatures (what TF Serving and `saved_model_cli run` call), batch first so REST
          encoder_outputs [batch, L * inner_group_num, seq, hidden] (every block application)
   mlm: the same inputs plus masked_lm_positions int32 [batch, P]
       -> mlm_logits float32 [batch, P, vocab], plus the serving_default outputs
+  lean: the serving_default inputs -> pooled_output and sequence_output only (no stacked
+      copy of every layer's output: what a client that wants no encoder_outputs should call)
 With `jit_compile=True` both signatures are compiled by XLA as one cluster each (ALBERT-base
 on a 2-core CPU, seq 128: about 0.75x the plain graph's latency at batch 1, 0.95x at batch 32;
 BENCHMARKS.md). XLA compiles
@@ -29,11 +31,16 @@ def _input_specs(max_seq_length=None):
           for name in INPUT_NAMES}
 
 
-def _stacked(outputs):
-  """The signature's outputs, float32 also when the encoder computes in bfloat16/float16."""
+def _lean(outputs):
+  """pooled and sequence outputs, float32 also when the encoder computes in bfloat16/float16."""
   return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
-          "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
-          "encoder_outputs": tf.cast(tf.stack(outputs["encoder_outputs"], axis=1), tf.float32)}
+          "sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
+
+
+def _stacked(outputs):
+  """`_lean`'s outputs plus every block's output stacked as `encoder_outputs`."""
+  return dict(_lean(outputs), encoder_outputs=tf.cast(
+      tf.stack(outputs["encoder_outputs"], axis=1), tf.float32))
 
 
 class EncoderExport(tf.Module):
@@ -64,6 +71,7 @@ class EncoderExport(tf.Module):
     mlm_specs = dict(specs, masked_lm_positions=tf.TensorSpec([None, None], tf.int32,
                                                                name="masked_lm_positions"))
     self.mlm = tf.function(self._mlm, input_signature=[mlm_specs], jit_compile=jit_compile)
+    self.lean = tf.function(self._lean, input_signature=[specs], jit_compile=jit_compile)
     self.__call__ = tf.function(self._call, input_signature=[specs, tf.TensorSpec([], tf.bool)])
 
   def _call(self, inputs, training=False):
@@ -71,6 +79,9 @@ class EncoderExport(tf.Module):
 
   def _serving(self, inputs):
     return _stacked(self.encoder(inputs, training=False))
+
+  def _lean(self, inputs):
+    return _lean(self.encoder(inputs, training=False))
 
   def _mlm(self, inputs):
     outputs = self.encoder({k: inputs[k] for k in INPUT_NAMES}, training=False)
@@ -91,7 +102,7 @@ def export_encoder(pretrainer, export_dir, max_seq_length=None, jit_compile=Fals
     tf.io.gfile.rmtree(tmp)
   with plain_activations():
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serving,
-                                                 "mlm": module.mlm})
+                                                 "mlm": module.mlm, "lean": module.lean})
   if tf.io.gfile.exists(export_dir):
     tf.io.gfile.rmtree(export_dir)
   tf.io.gfile.rename(tmp, export_dir)

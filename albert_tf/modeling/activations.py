@@ -11,12 +11,13 @@ _GELU_C = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
 
 
-def _gelu_cdf(x):
-  return 0.5 * (1.0 + tf.tanh(_GELU_C * (x + _GELU_A * tf.pow(x, 3))))
-
-
 def _gelu_formula(x):
-  return x * _gelu_cdf(x)
+  """The original's `0.5 * x * (1 + tanh(c * (x + a * x^3)))` written as
+  `x * sigmoid(2c * x + 2ca * x^3)` (0.5 * (1 + tanh(z)) is sigmoid(2z)): six elementwise
+  passes instead of nine, which a served graph (no XLA) runs one by one; within 6e-7 of the
+  float64 formula where the tanh form is within 1.1e-6 (x in [-12, 12]).
+  """
+  return x * tf.sigmoid(x * ((2.0 * _GELU_C) + (2.0 * _GELU_C * _GELU_A) * tf.square(x)))
 
 
 def _gelu_gradient(x, dy):
@@ -30,7 +31,8 @@ def _gelu_gradient(x, dy):
 def gelu(x):
   """GELU, tanh approximation: what the original's `gelu` computes (and its configs mean).
 
-  The forward pass is the original's formula op for op. The gradient is written out and
+  The forward pass is the original's formula in its sigmoid form (`_gelu_formula`: the same
+  function, fewer passes over the FFN's activations). The gradient is written out and
   recomputed from `x` alone, so a training step keeps one tensor per application instead of
   the formula's five intermediates (each as large as the FFN's `[tokens, intermediate]`).
   """

@@ -5,6 +5,7 @@ import math
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import truncated_normal
 
 
@@ -39,7 +40,7 @@ class SelfAttention(tf_keras.layers.Layer):
     self.head_size = hidden_size // num_heads
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    dense = lambda name: tf_keras.layers.Dense(
+    dense = lambda name: TokenDense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range), name=name)
     self.query = dense("query")
     self.key = dense("key")

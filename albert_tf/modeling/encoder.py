@@ -5,6 +5,7 @@ import tf_keras
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.attention import attention_bias
+from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import FactorizedEmbedding, truncated_normal
 from albert_tf.modeling.transformer import (AttentionSublayer, FeedForwardSublayer,
                                             TransformerBlock)
@@ -65,8 +66,9 @@ class AlbertEncoder(tf_keras.Model):
     # The original projects E -> H only when they differ (modeling.py transformer_model).
     projection = None
     if c.embedding_size != c.hidden_size:
-      projection = tf_keras.layers.Dense(c.hidden_size, kernel_initializer=truncated_normal(c.initializer_range),
-                                         name="embedding_hidden_mapping_in")
+      projection = TokenDense(c.hidden_size,
+                              kernel_initializer=truncated_normal(c.initializer_range),
+                              name="embedding_hidden_mapping_in")
     plan = block_plan(c)
     attention_sublayers, ffn_sublayers, blocks = {}, {}, {}
     for layer_plan in plan:

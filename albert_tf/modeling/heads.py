@@ -4,6 +4,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.modeling.activations import get_activation
+from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
 
 
@@ -20,7 +21,7 @@ class MaskedLMHead(tf_keras.layers.Layer):
     self.embedding_layer = embedding_layer
     self.activation = activation
     self.initializer_range = initializer_range
-    self.dense = tf_keras.layers.Dense(
+    self.dense = TokenDense(
         embedding_layer.embedding_size, activation=get_activation(activation),
         kernel_initializer=truncated_normal(initializer_range), name="dense")
     self.layer_norm = tf_keras.layers.LayerNormalization(

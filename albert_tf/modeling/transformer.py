@@ -10,6 +10,7 @@ import tf_keras
 
 from albert_tf.modeling.activations import get_activation, training_variants_enabled
 from albert_tf.modeling.attention import SelfAttention, dropout
+from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
 
 
@@ -57,7 +58,7 @@ class AttentionSublayer(_ResidualSublayer):
     self.initializer_range = initializer_range
     self.attention = SelfAttention(hidden_size, num_heads, attention_dropout_rate,
                                    initializer_range, name="self")
-    self.output_dense = tf_keras.layers.Dense(
+    self.output_dense = TokenDense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range), name="dense")
 
   def transform(self, x, training, bias, seed=None):
@@ -87,12 +88,12 @@ class FeedForwardSublayer(_ResidualSublayer):
     self.activation = activation
     self.initializer_range = initializer_range
     # The activation is applied in `transform`: training calls use its faster variant.
-    self.intermediate = tf_keras.layers.Dense(
+    self.intermediate = TokenDense(
         intermediate_size, kernel_initializer=truncated_normal(initializer_range),
         name="intermediate")
     self._activation = get_activation(activation)
     self._training_activation = get_activation(activation, training=True)
-    self.output_dense = tf_keras.layers.Dense(
+    self.output_dense = TokenDense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range), name="output")
 
   def transform(self, x, training, seed=None):
