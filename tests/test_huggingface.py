@@ -10,9 +10,12 @@ from safetensors.numpy import load_file, save_file
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf import convert
+import core_flags
 from albert_tf.checkpoints import native_checkpoint
+from albert_tf.distillation import DistillOptions, teacher_config
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.modeling.squad import AlbertSquad
 from conftest import ROOT, SHARED_DATA
 
@@ -226,24 +229,39 @@ def test_tf1_to_huggingface_to_tf1_is_exact_and_writes_specs_names_config_and_to
       config.to_dict())
   # The tokenizer files came along (and their do_lower_case with them).
   assert (tmp_path / "back" / "spiece.model").read_bytes() == SPM.read_bytes()
+  # A script started from the directory takes its config, vocabulary and do_lower_case, and a
+  # distillation teacher there finds its config.json.
+  values = dict(init_checkpoint=str(tmp_path / "hf"), albert_config_file=None,
+                spm_model_file=None, vocab_file=None, do_lower_case=True)
+  core_flags._huggingface_start_defaults(values)
+  assert values == dict(init_checkpoint=str(tmp_path / "hf"),
+                        albert_config_file=str(tmp_path / "hf" / "config.json"),
+                        spm_model_file=str(tmp_path / "hf" / "spiece.model"), vocab_file=None,
+                        do_lower_case=False)
+  teacher, path = teacher_config(DistillOptions(teacher_checkpoint=str(tmp_path / "hf")), None)
+  assert path == str(tmp_path / "hf" / "config.json") and teacher.to_dict() == config.to_dict()
 
 
-def test_our_classifier_and_squad_v1_checkpoints_round_trip_through_huggingface_exactly(
+def test_our_classifier_squad_v1_and_race_checkpoints_round_trip_through_huggingface_exactly(
     config, tmp_path):
   for name, model, architecture, head_key in (
       ("classifier", AlbertClassifier(config, num_labels=3), "AlbertForSequenceClassification",
        "classifier.weight"),
-      ("squad", AlbertSquad(config), "AlbertForQuestionAnswering", "qa_outputs.weight")):
+      ("squad", AlbertSquad(config), "AlbertForQuestionAnswering", "qa_outputs.weight"),
+      ("race", AlbertMultipleChoice(config).build_for(), "AlbertForMultipleChoice",
+       "classifier.weight")):
     _randomised(model, seed=4)
     tf.train.CheckpointManager(native_checkpoint(model), str(tmp_path / name), 1).save()
     config.to_json_file(str(tmp_path / name / "albert_config.json"))
     hf, back = tmp_path / f"{name}_hf", tmp_path / f"{name}_back"
+    head = ["--head=multiple_choice"] if name == "race" else []  # names alone say regression
     assert convert.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / name}",
-                         f"--output_dir={hf}"]) == 0
+                         f"--output_dir={hf}"] + head) == 0
     hf_config = json.loads((hf / "config.json").read_text())
     assert hf_config["architectures"] == [architecture]
     weights = load_file(str(hf / "model.safetensors"))
-    assert weights[head_key].shape == ((3, 32) if name == "classifier" else (2, 32))
+    assert weights[head_key].shape == {"classifier": (3, 32), "squad": (2, 32),
+                                       "race": (1, 32)}[name]
     assert convert.main(["--from=huggingface", "--to=native", f"--input_dir={hf}",
                          f"--output_dir={back}"]) == 0
     before = _tensors(tf.train.latest_checkpoint(str(tmp_path / name)))
