@@ -106,16 +106,15 @@ def _huggingface_start_defaults(values):
   if "albert_config_file" in values and not values["albert_config_file"]:
     values["albert_config_file"] = os.path.join(start, huggingface.CONFIG_FILE)
     taken.append("--albert_config_file=" + values["albert_config_file"])
-  spm, vocab, lower = huggingface.tokenizer_of(start)
-  if "spm_model_file" in values and not (values["spm_model_file"] or values.get("vocab_file")):
-    if spm or vocab:
-      values["spm_model_file"], values["vocab_file"] = spm, vocab
-      taken.append(f"--spm_model_file={spm}" if spm else f"--vocab_file={vocab}")
-  given = "do_lower_case" in FLAGS and FLAGS["do_lower_case"].present
-  if ("do_lower_case" in values and lower is not None and not given
-      and bool(lower) != values["do_lower_case"]):
-    values["do_lower_case"] = bool(lower)
-    taken.append(f"--do_lower_case={bool(lower)}")
+  if "spm_model_file" in values:
+    given = "do_lower_case" in FLAGS and FLAGS["do_lower_case"].present
+    found = huggingface.tokenizer_defaults(
+        start, values["spm_model_file"], values.get("vocab_file"),
+        values["do_lower_case"] if given else None)
+    for name, value in zip(("spm_model_file", "vocab_file", "do_lower_case"), found):
+      if value is not None and value != values.get(name):
+        values[name] = value
+        taken.append(f"--{name}={value}")
   if taken:
     logging.info("From the Hugging Face directory %s: %s", start, " ".join(taken))
 

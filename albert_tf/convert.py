@@ -152,11 +152,8 @@ def read(fmt, path, albert_config_file=None, head="auto", spm_model_file=None, v
       raise FileNotFoundError(f"{path} is not a Hugging Face directory (config.json and "
                               "model.safetensors)")
     hf_values = huggingface.read_json(os.path.join(path, huggingface.CONFIG_FILE))
-    found_spm, found_vocab, found_lower = huggingface.tokenizer_of(path)
-    if not (spm_model_file or vocab_file):
-      spm_model_file, vocab_file = found_spm, found_vocab
-    if do_lower_case is None:
-      do_lower_case = found_lower
+    spm_model_file, vocab_file, do_lower_case = huggingface.tokenizer_defaults(
+        path, spm_model_file, vocab_file, do_lower_case)
   config = _config_for(fmt, path, albert_config_file)
   head, num_labels = _detect_head(fmt, path, head, hf_values)
   model = build_model(config, head, num_labels)

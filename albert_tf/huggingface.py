@@ -424,14 +424,19 @@ def tokenizer_files(spm_model_file=None, vocab_file=None, do_lower_case=True,
   return files
 
 
-def tokenizer_of(directory):
-  """(spm_model_file, vocab_file, do_lower_case or None) found in a transformers directory."""
+def tokenizer_defaults(directory, spm_model_file=None, vocab_file=None, do_lower_case=None):
+  """(spm_model_file, vocab_file, do_lower_case): the given ones, else a transformers
+  directory's (`spiece.model` before `vocab.txt`; `tokenizer_config.json`'s do_lower_case,
+  None when it has none). `do_lower_case=None` means not given."""
   directory = os.fspath(directory)
-  spm = os.path.join(directory, SPM_FILE)
-  vocab = os.path.join(directory, VOCAB_FILE)
+  if not (spm_model_file or vocab_file):
+    spm = os.path.join(directory, SPM_FILE)
+    vocab = os.path.join(directory, VOCAB_FILE)
+    if os.path.exists(spm):
+      spm_model_file = spm
+    elif os.path.exists(vocab):
+      vocab_file = vocab
   settings_file = os.path.join(directory, TOKENIZER_CONFIG_FILE)
-  lower = None
-  if os.path.exists(settings_file):
-    lower = read_json(settings_file).get("do_lower_case")
-  return (spm if os.path.exists(spm) else None,
-          vocab if os.path.exists(vocab) and not os.path.exists(spm) else None, lower)
+  if do_lower_case is None and os.path.exists(settings_file):
+    do_lower_case = read_json(settings_file).get("do_lower_case")
+  return spm_model_file, vocab_file, do_lower_case
