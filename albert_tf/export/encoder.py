@@ -9,8 +9,8 @@ Signatures (what TF Serving and `saved_model_cli run` call), batch first so REST
       -> mlm_logits float32 [batch, P, vocab], plus the serving_default outputs
   lean: the serving_default inputs -> pooled_output and sequence_output only (no stacked
       copy of every layer's output: what a client that wants no encoder_outputs should call)
-With `jit_compile=True` both signatures are compiled by XLA as one cluster each (ALBERT-base
-on a 2-core CPU, seq 128: about 0.75x the plain graph's latency at batch 1, 0.95x at batch 32;
+With `jit_compile=True` the signatures are compiled by XLA as one cluster each (ALBERT-base
+on a 2-core CPU, seq 128: about 0.85x the plain graph's latency at batch 1, 0.87x at batch 32;
 BENCHMARKS.md). XLA compiles
 once per input shape, and TF Serving runs such a model only when started with
 `--xla_cpu_compilation_enabled=true` (an experimental flag), so the default is a plain graph.
