@@ -77,8 +77,7 @@ def build_model(config, head, num_labels=None):
 def _tf1_shapes(fmt, path):
   """{original TF1 name: shape} of a checkpoint's model weights, to tell its head."""
   if fmt == "huggingface":
-    arrays, _ = huggingface.to_tf1_names(huggingface.read_huggingface_weights(path))
-    return {name: list(value.shape) for name, value in arrays.items()}
+    return huggingface.to_tf1_shapes(huggingface.read_huggingface_shapes(path))
   prefix = checkpoints.resolve_checkpoint_path(path)
   shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   if fmt == "tf1":

@@ -166,12 +166,10 @@ def to_tf1_names(hf_arrays):
   Accepts the prefixed layout (`albert.…`, the task classes) and AlbertModel's unprefixed
   one. The tied MLM decoder is checked against what it is tied to, buffers are dropped.
   """
-  names = set(hf_arrays)
-  prefixed = any(n.startswith(PREFIX) for n in names)
+  prefixed = _is_prefixed(hf_arrays)
   out, unused = {}, []
   for name, value in sorted(hf_arrays.items()):
-    key = name if prefixed or not name.startswith(("embeddings.", "encoder.", "pooler.")) \
-        else PREFIX + name
+    key = _prefixed_name(name, prefixed)
     if _BUFFERS.search(key):
       continue
     if key in _TIED:
@@ -191,6 +189,32 @@ def to_tf1_names(hf_arrays):
     value = np.asarray(value)
     out[target] = np.ascontiguousarray(value.T if transposed else value)
   return out, unused
+
+
+def _is_prefixed(hf_names):
+  return any(n.startswith(PREFIX) for n in hf_names)
+
+
+def _prefixed_name(name, prefixed):
+  """`name` in the task classes' layout (AlbertModel's unprefixed names gain `albert.`)."""
+  if prefixed or not name.startswith(("embeddings.", "encoder.", "pooler.")):
+    return name
+  return PREFIX + name
+
+
+def to_tf1_shapes(hf_shapes):
+  """{Hugging Face name: shape} -> {TF1 name: shape}: `to_tf1_names` without the data (to
+  tell a directory's head from its safetensors headers alone)."""
+  prefixed = _is_prefixed(hf_shapes)
+  out = {}
+  for name, shape in hf_shapes.items():
+    key = _prefixed_name(name, prefixed)
+    if key == "predictions.decoder.bias":
+      key = "predictions.bias"
+    target, transposed = _translate(key, _FROM_HF)
+    if target is not None:
+      out[target] = list(shape)[::-1] if transposed else list(shape)
+  return out
 
 
 def head_of(tf1_names):
@@ -345,17 +369,23 @@ def _load_safetensors(path):
   return {n: v.astype(np.float32) if v.dtype == np.float16 else v for n, v in out.items()}
 
 
+def _read_header(f):
+  """The safetensors layout: an 8-byte header size, a JSON header ({name: dtype, shape,
+  data_offsets}, and `__metadata__`), then the raw data."""
+  size = int.from_bytes(f.read(8), "little")
+  header = json.loads(f.read(size))
+  header.pop("__metadata__", None)
+  return header
+
+
 def _load_bfloat16_safetensors(path):
-  """The safetensors layout read by hand: an 8-byte header size, a JSON header, raw data."""
+  """A safetensors file read by hand (numpy has no bfloat16; it is widened to float32)."""
   with open(path, "rb") as f:
-    size = int.from_bytes(f.read(8), "little")
-    header = json.loads(f.read(size))
+    header = _read_header(f)
     data = f.read()
   dtypes = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
   out = {}
   for name, info in header.items():
-    if name == "__metadata__":
-      continue
     begin, end = info["data_offsets"]
     raw = data[begin:end]
     if info["dtype"] == "BF16":
@@ -375,6 +405,15 @@ def read_huggingface_weights(directory):
   for path in _weight_files(os.fspath(directory)):
     arrays.update(_load_safetensors(path))
   return arrays
+
+
+def read_huggingface_shapes(directory):
+  """{Hugging Face name: shape} from the safetensors headers, reading no tensor data."""
+  shapes = {}
+  for path in _weight_files(os.fspath(directory)):
+    with open(path, "rb") as f:
+      shapes.update({name: info["shape"] for name, info in _read_header(f).items()})
+  return shapes
 
 
 def write_safetensors(arrays, path):
