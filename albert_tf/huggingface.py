@@ -356,16 +356,14 @@ def _weight_files(directory):
 
 def _load_safetensors(path):
   """{name: float32/int ndarray}; bfloat16 tensors (numpy has no such type) are widened."""
-  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
-  out = {}
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  with open(path, "rb") as f:
+    if any(info["dtype"] == "BF16" for info in _read_header(f).values()):
+      return _load_bfloat16_safetensors(path)
   try:
-    with safe_open(path, framework="np") as f:
-      for name in f.keys():
-        out[name] = f.get_tensor(name)
+    out = load_file(path)
   except (TypeError, ValueError, OSError) as e:
-    if "bf16" not in str(e).lower() and "bfloat16" not in str(e).lower():
-      raise ValueError(f"cannot read {path}: {e}") from None
-    return _load_bfloat16_safetensors(path)
+    raise ValueError(f"cannot read {path}: {e}") from None
   return {n: v.astype(np.float32) if v.dtype == np.float16 else v for n, v in out.items()}
 
 
@@ -373,7 +371,10 @@ def _read_header(f):
   """The safetensors layout: an 8-byte header size, a JSON header ({name: dtype, shape,
   data_offsets}, and `__metadata__`), then the raw data."""
   size = int.from_bytes(f.read(8), "little")
-  header = json.loads(f.read(size))
+  try:
+    header = json.loads(f.read(min(size, 100_000_000)))
+  except (ValueError, UnicodeDecodeError):
+    raise ValueError(f"{f.name}: not a safetensors file (unreadable header)") from None
   header.pop("__metadata__", None)
   return header
 

@@ -290,6 +290,14 @@ def test_models_huggingface_cannot_express_are_refused_and_nothing_is_written(co
                          f"--output_dir={out}"]) == 1
     assert message in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.glob(f"{name}_hf.tmp*"))
+  # A damaged weights file is named.
+  (tmp_path / "damaged").mkdir()
+  (tmp_path / "damaged" / "config.json").write_text(json.dumps(_hf_config(config)))
+  (tmp_path / "damaged" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00"
+                                                           b"not json at all!")
+  assert convert.main(["--from=huggingface", "--to=tf1", f"--input_dir={tmp_path / 'damaged'}",
+                       f"--output_dir={tmp_path / 'damaged_out'}"]) == 1
+  assert "damaged/model.safetensors: not a safetensors file" in capsys.readouterr().err
   # A directory that is not empty is never overwritten.
   (tmp_path / "taken").mkdir()
   (tmp_path / "taken" / "keep.txt").write_text("x")
