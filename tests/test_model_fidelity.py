@@ -271,3 +271,25 @@ def test_gelu_forward_is_the_formula_and_its_written_gradient_is_the_derivative(
   assert gb.dtype == tf.bfloat16
   np.testing.assert_allclose(tf.cast(gb, tf.float32).numpy(), derivative, rtol=0.05, atol=0.02)
   assert activations.get_activation("GELU", training=name == "gelu_xla") is gelu
+
+
+@pytest.mark.parametrize("hidden,heads", [(128, 2), (52, 2)])  # heads of 64 (exact), 26 (not)
+def test_attention_rounds_as_the_originals_scaled_scores(hidden, heads):
+  """The original multiplies the scores `q k^T` by 1/sqrt(d). Where that scale is a power of
+  two we scale q instead (fewer elements): the context must stay bit-identical to the
+  original's order, and other head sizes keep that order."""
+  from albert_tf.modeling.attention import SelfAttention, attention_bias
+  layer = SelfAttention(hidden, heads, 0.1, 0.02)
+  x = tf.random.stateless_normal([2, 7, hidden], [3, 4]) * 3.0
+  bias = attention_bias(tf.constant([[1] * 7, [1] * 4 + [0] * 3]))
+  got = layer(x, bias, training=False).numpy()
+  d = hidden // heads
+
+  def heads_first(t):
+    return tf.transpose(tf.reshape(t, [2, 7, heads, d]), [0, 2, 1, 3])
+
+  q, k, v = (heads_first(dense(x)) for dense in (layer.query, layer.key, layer.value))
+  scores = tf.matmul(q, k, transpose_b=True) * (1.0 / np.sqrt(float(d)))
+  context = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), v)
+  want = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [2, 7, hidden]).numpy()
+  np.testing.assert_array_equal(got, want)

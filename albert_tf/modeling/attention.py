@@ -18,6 +18,17 @@ def attention_bias(input_mask, dtype=tf.float32):
   return (1.0 - mask) * -10000.0
 
 
+def _exact_scale(scale):
+  """Whether multiplying by `scale` is exact in binary floating point (a power of two: head
+  sizes 4, 16, 64, 256). The original scales the scores `q k^T` by 1/sqrt(d); scaling q
+  instead gives bit-identical scores when the scale is a power of two, and multiplies
+  `[batch, seq, hidden]` rather than the `[batch, heads, seq, seq]` scores: seq / d times
+  fewer elements (half at seq 128 with ALBERT's heads of 64). Other head sizes (albert_tiny's
+  26) keep the original's order, whose rounding differs in the last bit.
+  """
+  return math.frexp(scale)[0] == 0.5
+
+
 def dropout(layer, x, training, seed=None):
   """The Keras `Dropout` `layer` on `x`, or with `seed` (int32 `[2]`) the same dropout with its
   mask drawn statelessly from the seed, so that recomputing it gives the same mask."""
@@ -54,15 +65,19 @@ class SelfAttention(tf_keras.layers.Layer):
 
   def call(self, x, bias, training=None, seed=None):
     """`seed` (int32 `[2]`): draw the dropout mask statelessly from it (see `dropout`)."""
-    q = self._split_heads(self.query(x))
+    scale = 1.0 / math.sqrt(float(self.head_size))
+    q = self.query(x)
+    if _exact_scale(scale):
+      q = q * scale
+    q = self._split_heads(q)
     k = self._split_heads(self.key(x))
     v = self._split_heads(self.value(x))
     # Heads first and plain batched matmuls (k transposed inside the matmul): the einsums
     # "bfnd,btnd->bnft" / "bnft,btnd->bfnd" copied their operands into this layout on every
     # call and in the gradient (ALBERT-base train step: -0.2 s; BENCHMARKS.md). Same products.
-    # The original scales the scores (not q) by 1/sqrt(d); same order here for equal rounding.
     scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, from, to]
-    scores = scores * (1.0 / math.sqrt(float(self.head_size)))
+    if not _exact_scale(scale):
+      scores = scores * scale
     # Under a mixed policy the scores are bfloat16/float16: add the -10000 mask and normalise
     # in float32 (a no-op cast in float32), then mix the values in the compute dtype again.
     scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
