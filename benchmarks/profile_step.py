@@ -1,7 +1,7 @@
 """Where a pretraining step spends its time: TF profiler op times, summed by op type and part.
 
     .venv/bin/python -m benchmarks.profile_step [--side ours|peer] [--config configs/tiny.json]
-        [--seq_length 64] [--precision float32|bfloat16] [--steps 2]
+        [--seq_length 64] [--precision float32|bfloat16] [--steps 2] [--recompute_grad]
 
 Runs `--steps` steps of `benchmarks.train_step_bench`'s step function (after two warm-up steps)
 under `tf.profiler`, then reads the trace (`*.xplane.pb`) and prints, per step, the op time
@@ -62,12 +62,18 @@ def main(argv=None):
   parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32")
   parser.add_argument("--steps", type=int, default=2)
   parser.add_argument("--top", type=int, default=15)
+  parser.add_argument("--recompute_grad", action="store_true",
+                      help="ours: blocks recomputed in the backward pass (--recompute_grad)")
   args = parser.parse_args(argv)
+  if args.recompute_grad and args.side != "ours":
+    parser.error("--recompute_grad is a flag of ours (--side=ours)")
   if args.precision == "bfloat16":
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   config = AlbertConfig.from_json_file(args.config)
-  make = train_step_bench.ours_step if args.side == "ours" else train_step_bench.peer_step
-  step, _ = make(config)
+  if args.side == "ours":
+    step, _ = train_step_bench.ours_step(config, recompute_grad=args.recompute_grad)
+  else:
+    step, _ = train_step_bench.peer_step(config)
   batch = train_step_bench.make_batch(config, args.batch_size, args.seq_length, 20)
   for _ in range(2):
     float(step(batch))
@@ -79,7 +85,8 @@ def main(argv=None):
   xplane = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
   by_type, by_part = op_times(xplane, args.steps)
   total = sum(by_type.values())
-  print(f"{args.side} {args.precision}, {args.config}, batch {args.batch_size} x seq "
+  print(f"{args.side}{' recompute_grad' if args.recompute_grad else ''} {args.precision}, "
+        f"{args.config}, batch {args.batch_size} x seq "
         f"{args.seq_length}: {total:.1f} ms of op time per step (all threads); trace {logdir}")
   for title, counter in (("op type", by_type), ("scope, part", by_part)):
     print(f"\n{'ms/step':>10}  {'share':>6}  {title}")
