@@ -2,14 +2,16 @@
 
     .venv/bin/python benchmarks/train_step_bench.py [--config configs/albert_base_v2.json]
         [--batch_size 8] [--seq_length 128] [--predictions 20] [--steps 6] [--repeats 3]
+        [--sides model-garden,albert-tf[,albert-tf-recompute]]
 
 Both sides run one optimizer step per `tf.function` call on the same random batch: the
 encoder, a masked-LM head tied to the word embeddings at `predictions` positions, a
 sentence-order head, LAMB (weight decay 0.01), float32. The peer is
 `official.nlp.modeling.networks.AlbertEncoder` + `layers.MaskedLM` + a Dense SOP head +
-`official.modeling.optimization.lamb.LAMB`. A/B runs alternate; the median step time of each
-side is reported with the ratio. FLOPs per step use albert_tf.summary.flops_per_token (training
-= 3 x forward matmul FLOPs) times batch x seq.
+`official.modeling.optimization.lamb.LAMB`. A/B runs alternate (order reversed every other
+repeat); the median step time of each side is reported with its speed against the first side
+(`--sides albert-tf,albert-tf-recompute` prices `--recompute_grad`). FLOPs per step use
+albert_tf.summary.flops_per_token (training = 3 x forward matmul FLOPs) times batch x seq.
 """
 
 import argparse
@@ -133,27 +135,40 @@ def main(argv=None):
   parser.add_argument("--predictions", type=int, default=20)
   parser.add_argument("--steps", type=int, default=6)
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--sides", default="model-garden,albert-tf",
+                      help="comma-separated, timed in alternation; speeds are quoted against "
+                           "the first: model-garden, albert-tf, albert-tf-recompute (ours with "
+                           "--recompute_grad)")
   args = parser.parse_args(argv)
   config = AlbertConfig.from_json_file(args.config)
   batch = make_batch(config, args.batch_size, args.seq_length, args.predictions)
-  sides = {"albert-tf": ours_step(config), "model-garden": peer_step(config)}
+  makers = {"albert-tf": lambda: ours_step(config),
+            "albert-tf-recompute": lambda: ours_step(config, recompute_grad=True),
+            "model-garden": lambda: peer_step(config)}
+  names = args.sides.split(",")
+  unknown = [name for name in names if name not in makers]
+  if unknown:
+    parser.error(f"--sides: unknown {unknown}; choose from {sorted(makers)}")
+  sides = {name: makers[name]() for name in names}
   for name, (step, params) in sides.items():
     float(step(batch))  # trace and warm up
     print(f"{name}: {params:,} trainable parameters, traced")
   times = {name: [] for name in sides}
-  for _ in range(args.repeats):
-    for name, (step, _) in sides.items():  # interleaved A/B
+  for repeat in range(args.repeats):
+    order = list(sides.items())
+    for name, (step, _) in order if repeat % 2 == 0 else order[::-1]:  # interleaved A/B
       times[name] += time_steps(step, batch, args.steps)
   _, training = flops_per_token(config, args.seq_length, args.predictions)
-  flops = training * args.batch_size * args.seq_length
-  peer = statistics.median(times["model-garden"])
+  flops = training * args.batch_size * args.seq_length  # without recomputation's extra pass
+  yardstick = statistics.median(times[names[0]])
   print(f"\nbatch {args.batch_size} x seq {args.seq_length}, {args.predictions} predictions, "
-        f"float32, {len(times['albert-tf'])} steps per side; {flops / 1e9:.1f} GFLOP per step")
-  print(f"{'side':<14}{'median s/step':>14}{'seq/s':>9}{'GFLOP/s':>10}{'vs peer':>9}")
+        f"float32, {len(times[names[0]])} steps per side; {flops / 1e9:.1f} GFLOP per step")
+  print(f"{'side':<20}{'median s/step':>14}{'seq/s':>9}{'GFLOP/s':>10}"
+        f"{'speed vs ' + names[0]:>24}")
   for name, values in times.items():
     median = statistics.median(values)
-    print(f"{name:<14}{median:>14.3f}{args.batch_size / median:>9.2f}"
-          f"{flops / median / 1e9:>10.1f}{peer / median:>8.2f}x")
+    print(f"{name:<20}{median:>14.3f}{args.batch_size / median:>9.2f}"
+          f"{flops / median / 1e9:>10.1f}{yardstick / median:>23.2f}x")
 
 
 if __name__ == "__main__":
