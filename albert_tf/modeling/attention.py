@@ -66,17 +66,16 @@ class SelfAttention(tf_keras.layers.Layer):
   def call(self, x, bias, training=None, seed=None):
     """`seed` (int32 `[2]`): draw the dropout mask statelessly from it (see `dropout`)."""
     scale = 1.0 / math.sqrt(float(self.head_size))
+    scale_q = _exact_scale(scale)
     q = self.query(x)
-    if _exact_scale(scale):
-      q = q * scale
-    q = self._split_heads(q)
+    q = self._split_heads(q * scale if scale_q else q)
     k = self._split_heads(self.key(x))
     v = self._split_heads(self.value(x))
     # Heads first and plain batched matmuls (k transposed inside the matmul): the einsums
     # "bfnd,btnd->bnft" / "bnft,btnd->bfnd" copied their operands into this layout on every
     # call and in the gradient (ALBERT-base train step: -0.2 s; BENCHMARKS.md). Same products.
     scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, from, to]
-    if not _exact_scale(scale):
+    if not scale_q:
       scores = scores * scale
     # Under a mixed policy the scores are bfloat16/float16: add the -10000 mask and normalise
     # in float32 (a no-op cast in float32), then mix the values in the compute dtype again.
