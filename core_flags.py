@@ -51,7 +51,8 @@ def define_core_flags(defaults):
                     "Adam bias correction in LAMB/AdamW (the original has none).")
   flags.DEFINE_bool("recompute_grad", d.recompute_grad,
                     "Recompute each transformer block in the backward pass: activation memory "
-                    "of one block instead of all, for about a third more compute.")
+                    "of one block instead of all, for about a third more compute (shared "
+                    "layers: one loop, one gradient sum per shared weight).")
   flags.DEFINE_list("freeze", list(d.freeze),
                     "Parts not trained: embeddings (with the E -> H projection), group_0, "
                     "group_1, ... (transformer groups; with full sharing, the default, all "

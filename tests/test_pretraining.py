@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
 from albert_tf.data.create import CreationOptions, create_pretraining_data
 from albert_tf.modeling.attention import attention_bias
-from albert_tf.modeling.transformer import set_recompute_grad
+from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
 from albert_tf.training import Pretrainer, PretrainingOptions, run_pretraining
 from conftest import ROOT, SHARED_DATA
 
@@ -305,3 +306,63 @@ def test_recomputed_block_runs_twice_and_keeps_its_dropout_masks(monkeypatch):
       loss = tf.reduce_sum(tf.sin(encoder(inputs, training=True)["sequence_output"]))
     grads = tape.gradient(loss, block.trainable_variables)
     assert len(calls) == expected and all(g is not None for g in grads)
+
+
+def test_shared_blocks_recompute_as_one_loop_with_the_plain_gradients():
+  """--recompute_grad over layers that share their blocks is one loop (`recomputed_rounds`):
+  the outputs of the blocks applied one by one with the same dropout seeds, their gradients
+  (through the last output and through a middle layer's), and a traced step that does not
+  grow with the number of layers (per-call recomputation kept all L terms of every shared
+  weight's gradient alive until their sum)."""
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+      num_hidden_layers=3, inner_group_num=2)
+  encoder = AlbertEncoder(config)
+  blocks = encoder.blocks  # inner groups 0 and 1, applied in turn, three rounds
+  assert len(blocks) == 2
+  variables = blocks[0].trainable_variables + blocks[1].trainable_variables
+  x = tf.random.stateless_normal([2, 8, config.hidden_size], [1, 2])
+  bias = attention_bias(tf.constant([[1] * 8, [1] * 5 + [0] * 3]))
+  seed = tf.constant([7, 9])
+
+  def one_by_one(h):
+    outputs = []
+    for step in range(6):
+      h = blocks[step % 2].apply_block(h, bias, True, seed + tf.constant([step, 0]))
+      outputs.append(h)
+    return h, tf.stack(outputs)
+
+  @tf.function
+  def gradients(looped):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y, outputs = recomputed_rounds(blocks, 3, x, bias, seed) if looped else one_by_one(x)
+      loss = tf.reduce_sum(y * tf.sin(y)) + tf.reduce_sum(tf.cos(outputs[2]))
+    return y, outputs, tape.gradient(loss, [x] + variables)
+
+  y, outputs, grads = gradients(False)
+  y_loop, outputs_loop, grads_loop = gradients(True)
+  np.testing.assert_allclose(y_loop.numpy(), y.numpy(), rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(outputs_loop.numpy(), outputs.numpy(), rtol=1e-6, atol=1e-6)
+  for v, a, b in zip([x] + variables, grads, grads_loop):
+    assert b is not None and np.any(b.numpy()), getattr(v, "name", "x")
+    np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6,
+                               err_msg=getattr(v, "name", "x"))
+  assert not np.allclose(y_loop, recomputed_rounds(blocks, 3, x, bias, seed + 1)[0])
+
+  def step_ops(layers):
+    deep = AlbertEncoder(config.replace(num_hidden_layers=layers, inner_group_num=1))
+    set_recompute_grad(deep, True)
+    inputs = deep.dummy_inputs(2, 8)
+
+    @tf.function
+    def step():
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(deep(inputs, training=True)["sequence_output"])
+      return tape.gradient(loss, deep.trainable_variables)
+    graph = step.get_concrete_function().graph.as_graph_def()
+    ops = Counter(node.op for node in graph.node)
+    ops.update(node.op for f in graph.library.function for node in f.node_def)
+    return ops
+
+  two, five = step_ops(2), step_ops(5)
+  assert two["MatMul"] > 0 and two == five

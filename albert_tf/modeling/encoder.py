@@ -8,7 +8,7 @@ from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import FactorizedEmbedding, truncated_normal
 from albert_tf.modeling.transformer import (AttentionSublayer, FeedForwardSublayer,
-                                            TransformerBlock)
+                                            TransformerBlock, recomputed_rounds)
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -117,6 +117,41 @@ class AlbertEncoder(tf_keras.Model):
     self.ffn_sublayers = {_scope(*key): layer for key, layer in ffn_sublayers.items()}
     self.blocks = list(blocks.values())
     self.pooler_layer = pooler
+
+  def call(self, inputs, training=None, mask=None):
+    if training is True and any(block.recompute_grad for block in self.blocks):
+      return self._recomputed_call(inputs)
+    return super().call(inputs, training=training, mask=mask)
+
+  def _recomputed_call(self, inputs):
+    """The training call with `--recompute_grad`: the layers graph above, with each run of
+    consecutive layers that apply the same blocks recomputed as one loop
+    (`recomputed_rounds`: one running sum per shared weight's gradient)."""
+    embedding_output = self.embedding_layer(inputs["input_word_ids"], inputs["input_type_ids"],
+                                            training=True)
+    x = embedding_output
+    if self.embedding_projection is not None:
+      x = self.embedding_projection(x)
+    bias = attention_bias(inputs["input_mask"])
+    by_name = {block.name: block for block in self.blocks}
+    runs = []  # [blocks of a layer, number of consecutive layers applying them]
+    for layer_plan in block_plan(self.config):
+      blocks = [by_name[f"block_{a}_{f}_{k}"] for a, f, k in layer_plan]
+      if runs and runs[-1][0] == blocks:
+        runs[-1][1] += 1
+      else:
+        runs.append([blocks, 1])
+    encoder_outputs = []
+    for blocks, rounds in runs:
+      if rounds == 1:  # nothing shared with a neighbour: per-call recomputation
+        for block in blocks:
+          x = block(x, bias=bias, training=True)
+          encoder_outputs.append(x)
+      else:
+        x, outputs = recomputed_rounds(blocks, rounds, x, bias)
+        encoder_outputs.extend(tf.unstack(outputs, num=rounds * len(blocks)))
+    return {"sequence_output": x, "pooled_output": self.pooler_layer(x[:, 0, :]),
+            "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
 
   def get_config(self):
     return {"config": self.config.to_dict(), "name": self.name}
