@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.export.task_models import (encode_with_masks_python, export_classifier,
-                                          export_fill_mask)
+from albert_tf.export.preprocessing import InGraphTokenizer
+from albert_tf.export.task_models import (ClassifierServing, encode_with_masks_python,
+                                          export_classifier, export_fill_mask)
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tokenization import FullTokenizer, encode_pair
 from conftest import ROOT, SHARED_DATA
@@ -82,3 +83,21 @@ def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels
           labels[i] for i in logits.argmax(-1)]
     else:
       np.testing.assert_allclose(out["scores"], logits, rtol=1e-5)
+
+
+def test_classifier_serving_computes_a_request_at_its_longest_text(tokenizer):
+  """Requests are cut to their longest packed text: a model with 16 positions serves short
+  texts under max_seq_length=64 (it could not run 64 columns), with the probabilities of the
+  same texts padded to 16."""
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+      max_position_embeddings=16)
+  model = AlbertClassifier(config, 2)
+  serving = ClassifierServing(model, InGraphTokenizer(spm_model_file=SPM), ["n", "p"], 64)
+  texts = ["A gripping, funny film.", "Dull."]
+  out = serving(tf.constant(texts))
+  features = [encode_pair(tokenizer, t, None, 16) for t in texts]
+  logits = model({"input_word_ids": tf.constant([f["input_ids"] for f in features]),
+                  "input_mask": tf.constant([f["input_mask"] for f in features]),
+                  "input_type_ids": tf.constant([f["segment_ids"] for f in features])},
+                 training=False)
+  np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(logits), rtol=1e-5)

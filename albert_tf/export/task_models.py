@@ -78,8 +78,19 @@ class FillMaskModel(tf.Module):
             "top_scores": tf.where(valid, scores, 0.0)}
 
 
+def trim_padding(inputs):
+  """The packed `inputs` (int32 `[batch, seq]` each) cut to the batch's longest row: a request
+  of short texts is computed at their length, not at `max_seq_length`. For a per-example
+  output the result is the same: padded positions are masked keys, whose attention weights
+  are exactly zero (exp of about -10000), and [CLS] sits at position 0 either way; only the
+  order of float32 sums may differ."""
+  width = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 1)
+  return {name: inputs[name][:, :width] for name in INPUT_NAMES}
+
+
 class ClassifierServing(tf.Module):
   """Raw text (one or two fields) -> label ids, label names and probabilities (or a score).
+  Each request is packed to its longest text (`trim_padding`), at most `max_seq_length`.
 
   Signatures: `serving_default(text_a)` and `text_pair(text_a, text_b)`; classification
   returns `label_ids` int32 [batch], `label_names` string [batch], `probabilities` float32
@@ -95,7 +106,7 @@ class ClassifierServing(tf.Module):
     self.labels = None if labels is None else tf.constant([str(l) for l in labels])
 
   def _predict(self, inputs):
-    logits = self.classifier({k: inputs[k] for k in INPUT_NAMES}, training=False)
+    logits = self.classifier(trim_padding(inputs), training=False)
     if self.labels is None:
       return {"scores": logits}
     label_ids = tf.argmax(logits, -1, output_type=tf.int32)
