@@ -126,7 +126,8 @@ class AlbertEncoder(tf_keras.Model):
   def _recomputed_call(self, inputs):
     """The training call with `--recompute_grad`: the layers graph above, with each run of
     consecutive layers that apply the same blocks recomputed as one loop
-    (`recomputed_rounds`: one running sum per shared weight's gradient)."""
+    (`recomputed_rounds`: one running sum per shared weight's gradient; a layer sharing
+    nothing with its neighbours is a run of one)."""
     embedding_output = self.embedding_layer(inputs["input_word_ids"], inputs["input_type_ids"],
                                             training=True)
     x = embedding_output
@@ -143,13 +144,8 @@ class AlbertEncoder(tf_keras.Model):
         runs.append([blocks, 1])
     encoder_outputs = []
     for blocks, rounds in runs:
-      if rounds == 1:  # nothing shared with a neighbour: per-call recomputation
-        for block in blocks:
-          x = block(x, bias=bias, training=True)
-          encoder_outputs.append(x)
-      else:
-        x, outputs = recomputed_rounds(blocks, rounds, x, bias)
-        encoder_outputs.extend(tf.unstack(outputs, num=rounds * len(blocks)))
+      x, outputs = recomputed_rounds(blocks, rounds, x, bias)
+      encoder_outputs.extend(tf.unstack(outputs, num=rounds * len(blocks)))
     return {"sequence_output": x, "pooled_output": self.pooler_layer(x[:, 0, :]),
             "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
 

@@ -117,12 +117,8 @@ class TransformerBlock(tf_keras.layers.Layer):
 
   Inputs: `x [batch, seq, hidden]`, `bias [batch, 1, 1, seq]`. Output: `[batch, seq, hidden]`.
 
-  With `recompute_grad` set (see `set_recompute_grad`), a training call keeps only its input
-  for the backward pass and runs the block again there (`tf.recompute_grad`): activation
-  memory of one block instead of all, for one more forward pass. Its dropout masks then come
-  from a seed drawn per call, so the recomputation drops the same units. (`AlbertEncoder`
-  recomputes a run of layers that apply the same blocks as one loop instead:
-  `recomputed_rounds`.)
+  `recompute_grad` (see `set_recompute_grad`) marks the block for recomputation in the
+  backward pass; `AlbertEncoder`'s training call then applies it through `recomputed_rounds`.
   """
 
   def __init__(self, attention_sublayer, ffn_sublayer, **kwargs):
@@ -138,21 +134,19 @@ class TransformerBlock(tf_keras.layers.Layer):
     return self.ffn_sublayer(x, training=training, seed=ffn_seed)
 
   def call(self, x, bias, training=None):
-    if not (self.recompute_grad and training is True):  # not when saving (symbolic training)
-      return self.apply_block(x, bias, training=training)
-    seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
-    # bias and seed are captured, not arguments: only x and the variables need gradients.
-    return tf.recompute_grad(lambda h: self.apply_block(h, bias, True, seed))(x)
+    return self.apply_block(x, bias, training=training)
 
 
 def recomputed_rounds(blocks, rounds, x, bias, seed=None):
-  """`rounds` passes of `blocks` (applied in order) over `x`, recomputed in the backward pass
-  as one loop: what `TransformerBlock`'s per-call recomputation does, for a run of layers that
-  share their blocks (ALBERT's usual case: one block, applied L times).
+  """`rounds` passes of `blocks` (applied in order) over `x`, each application keeping only its
+  input for the backward pass and recomputed there, as one loop: `--recompute_grad` for a run
+  of layers that apply the same blocks (ALBERT's usual case: one block, applied L times; a
+  layer that shares nothing with its neighbours is a run of one round).
 
-  Per-call recomputation leaves the gradient of a shared weight as L contributions that
-  TensorFlow sums when the last one is ready, so all L are alive at once (ALBERT-base: about
-  28 MB of weight gradients per layer, 0.34 GB in all, at any batch size). Here the backward
+  Recomputing each application by itself (`tf.recompute_grad` per call) leaves the gradient of
+  a shared weight as L contributions that TensorFlow sums when the last one is ready, so all L
+  are alive at once (ALBERT-base: about 28 MB of weight gradients per layer, 0.34 GB in all,
+  at any batch size). Here the backward
   pass walks the applications in reverse in a `tf.while_loop`, recomputes each from its
   stored input, and adds its weight gradients to one running sum per weight. The forward
   pass keeps each application's input (what per-call recomputation keeps) and draws its
@@ -223,7 +217,7 @@ def recomputed_rounds(blocks, rounds, x, bias, seed=None):
 
 
 def set_recompute_grad(model, enabled=True):
-  """Turn block recomputation (`TransformerBlock`) on or off in every block of `model`; takes
+  """Turn block recomputation (`recomputed_rounds`) on or off in every block of `model`; takes
   effect at the next trace of a training call. Returns the number of blocks changed."""
   blocks = [layer for layer in model.submodules if isinstance(layer, TransformerBlock)]
   for block in blocks:
