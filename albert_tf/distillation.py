@@ -25,6 +25,7 @@ from albert_tf import huggingface
 from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.encoder import INPUT_NAMES
 
 logger = logging.getLogger(__name__)
@@ -142,8 +143,7 @@ class Distiller:
         raise ValueError(f"{o.teacher_export_dir} has no 'encoded' signature (token ids -> "
                          "logits): export the teacher with this version of run_classifier.py")
     if self.pairs and self.teacher_config.hidden_size != self.student_config.hidden_size:
-      self.projection = tf_keras.layers.Dense(self.teacher_config.hidden_size,
-                                              name="distill_projection")
+      self.projection = TokenDense(self.teacher_config.hidden_size, name="distill_projection")
       self.projection.build([None, None, self.student_config.hidden_size])
 
   def teacher_outputs(self, inputs):

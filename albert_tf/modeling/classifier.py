@@ -9,7 +9,7 @@ from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder, encoder_input
 
 
 class ClassificationHead(tf_keras.layers.Layer):
-  """Dropout 0.1 on the pooled output, then logits = x @ output_weights^T + output_bias.
+  """Dropout 0.1 on the pooled output, then float32 logits = x @ output_weights^T + output_bias.
 
   Weights are stored `[num_labels, hidden]` as the original's `output_weights`; one output
   (regression, STS-B) is squeezed to `[batch]`.
@@ -25,16 +25,21 @@ class ClassificationHead(tf_keras.layers.Layer):
     self.dropout = tf_keras.layers.Dropout(dropout_rate)
 
   def build(self, input_shape):
+    # float32 reads under a mixed policy too: the head computes in float32 (see `call`).
     self.output_weights = self.add_weight(
         "output_weights", [self.num_labels, self.hidden_size],
-        initializer=truncated_normal(self.initializer_range))
-    self.output_bias = self.add_weight("output_bias", [self.num_labels], initializer="zeros")
+        initializer=truncated_normal(self.initializer_range), experimental_autocast=False)
+    self.output_bias = self.add_weight("output_bias", [self.num_labels], initializer="zeros",
+                                       experimental_autocast=False)
     super().build(input_shape)
 
   def call(self, pooled_output, training=None):
-    x = self.dropout(pooled_output, training=training)
-    logits = tf.matmul(x, tf.cast(self.output_weights, x.dtype), transpose_b=True)
-    logits = tf.cast(logits + tf.cast(self.output_bias, x.dtype), tf.float32)
+    # In float32 whatever the compute dtype, as Keras' mixed-precision guide keeps the last
+    # layer: in bfloat16 the gradient reaching the logits, (p - y) / batch with p near 1/2 at
+    # the start of fine-tuning, keeps 8 bits, and its sum over the batch (the bias gradient)
+    # is lost (all zeros for balanced labels). [batch, H] x [H, C] costs nothing.
+    x = tf.cast(self.dropout(pooled_output, training=training), tf.float32)
+    logits = tf.matmul(x, self.output_weights, transpose_b=True) + self.output_bias
     return tf.squeeze(logits, -1) if self.num_labels == 1 else logits
 
   def get_config(self):

@@ -86,9 +86,8 @@ class AlbertEncoder(tf_keras.Model):
           blocks[(a, f, k)] = TransformerBlock(attention_sublayers[(a, k)],
                                                ffn_sublayers[(f, k)],
                                                name=f"block_{a}_{f}_{k}")
-    pooler = tf_keras.layers.Dense(c.hidden_size, activation="tanh",
-                                   kernel_initializer=truncated_normal(c.initializer_range),
-                                   name="pooler")
+    pooler = TokenDense(c.hidden_size, activation="tanh",
+                        kernel_initializer=truncated_normal(c.initializer_range), name="pooler")
 
     inputs = encoder_inputs()
     embedding_output = embedding_layer(inputs["input_word_ids"], inputs["input_type_ids"])

@@ -62,14 +62,15 @@ class SentenceOrderHead(tf_keras.layers.Layer):
   def build(self, input_shape):
     self.output_weights = self.add_weight(
         "output_weights", [self.num_classes, self.hidden_size],
-        initializer=truncated_normal(self.initializer_range))
-    self.output_bias = self.add_weight("output_bias", [self.num_classes], initializer="zeros")
+        initializer=truncated_normal(self.initializer_range), experimental_autocast=False)
+    self.output_bias = self.add_weight("output_bias", [self.num_classes], initializer="zeros",
+                                       experimental_autocast=False)
     super().build(input_shape)
 
   def call(self, pooled_output):
-    logits = tf.matmul(pooled_output, tf.cast(self.output_weights, pooled_output.dtype),
-                       transpose_b=True)
-    return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+    # In float32 under a mixed policy too (as `ClassificationHead`, for the same reason).
+    x = tf.cast(pooled_output, tf.float32)
+    return tf.matmul(x, self.output_weights, transpose_b=True) + self.output_bias
 
   def get_config(self):
     config = super().get_config()

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 
@@ -33,14 +34,16 @@ class SquadV1Head(tf_keras.layers.Layer):
 
   def build(self, input_shape):
     self.output_weights = self.add_weight("output_weights", [2, self.hidden_size],
-                                          initializer=truncated_normal(self.initializer_range))
-    self.output_bias = self.add_weight("output_bias", [2], initializer="zeros")
+                                          initializer=truncated_normal(self.initializer_range),
+                                          experimental_autocast=False)
+    self.output_bias = self.add_weight("output_bias", [2], initializer="zeros",
+                                       experimental_autocast=False)
     super().build(input_shape)
 
   def call(self, sequence_output):
-    logits = tf.einsum("bsh,nh->nbs", sequence_output,
-                       tf.cast(self.output_weights, sequence_output.dtype))
-    logits = tf.cast(logits, tf.float32) + self.output_bias[:, None, None]
+    # In float32 under a mixed policy too (as `ClassificationHead`: logits feed a softmax).
+    logits = tf.einsum("bsh,nh->nbs", tf.cast(sequence_output, tf.float32), self.output_weights)
+    logits = logits + self.output_bias[:, None, None]
     return {"start_logits": logits[0], "end_logits": logits[1]}
 
   def tf1_variables(self):
@@ -72,18 +75,21 @@ class SquadV2Head(tf_keras.layers.Layer):
     self.start_n_top, self.end_n_top = start_n_top, end_n_top
     self.dropout_rate = dropout_rate
     init = lambda: truncated_normal(initializer_range)  # one initializer per layer
-    self.start_dense = tf_keras.layers.Dense(1, kernel_initializer=init(), name="start_dense")
-    self.end_dense_0 = tf_keras.layers.Dense(hidden_size, activation="tanh",
-                                             kernel_initializer=init(), name="end_dense_0")
+    # The three logit layers compute in float32 under a mixed policy too (as
+    # `ClassificationHead`: their outputs feed a softmax, their gradients its residuals).
+    self.start_dense = TokenDense(1, kernel_initializer=init(), name="start_dense",
+                                  dtype="float32")
+    self.end_dense_0 = TokenDense(hidden_size, activation="tanh", kernel_initializer=init(),
+                                  name="end_dense_0")
     self.end_layer_norm = tf_keras.layers.LayerNormalization(
         axis=-1, epsilon=LAYER_NORM_EPSILON, name="end_LayerNorm")
-    self.end_dense_1 = tf_keras.layers.Dense(1, kernel_initializer=init(), name="end_dense_1")
-    self.answer_dense_0 = tf_keras.layers.Dense(hidden_size, activation="tanh",
-                                                kernel_initializer=init(),
-                                                name="answer_dense_0")
+    self.end_dense_1 = TokenDense(1, kernel_initializer=init(), name="end_dense_1",
+                                  dtype="float32")
+    self.answer_dense_0 = TokenDense(hidden_size, activation="tanh", kernel_initializer=init(),
+                                     name="answer_dense_0")
     self.answer_dropout = tf_keras.layers.Dropout(dropout_rate)
-    self.answer_dense_1 = tf_keras.layers.Dense(1, use_bias=False, kernel_initializer=init(),
-                                                name="answer_dense_1")
+    self.answer_dense_1 = TokenDense(1, use_bias=False, kernel_initializer=init(),
+                                     name="answer_dense_1", dtype="float32")
 
   def _end_logits(self, sequence_output, start_features):
     """sequence_output and start_features [batch, k, seq, H] -> float32 [batch, k, seq].
