@@ -19,7 +19,7 @@ from albert_tf.data.create import CreationOptions, create_pretraining_data
 from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
 from albert_tf.training import Pretrainer, PretrainingOptions, run_pretraining
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, float32_atol
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 BOOK = SHARED_DATA / "corpus_en" / "nltk_gutenberg" / "austen-persuasion.txt"
@@ -100,7 +100,9 @@ def test_real_data_sigkill_then_restart_reaches_the_final_step(data, tmp_path):
   process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   try:
     deadline = time.time() + 120
-    while not list(tmp_path.glob("ckpt-*.index")) and time.time() < deadline:
+    # The checkpoint state file, not the .index (written first): a kill between the two left
+    # no checkpoint to resume.
+    while tf.train.latest_checkpoint(str(tmp_path)) is None and time.time() < deadline:
       time.sleep(0.2)
     process.send_signal(signal.SIGKILL)
   finally:
@@ -341,12 +343,25 @@ def test_shared_blocks_recompute_as_one_loop_with_the_plain_gradients():
 
   y, outputs, grads = gradients(False)
   y_loop, outputs_loop, grads_loop = gradients(True)
-  np.testing.assert_allclose(y_loop.numpy(), y.numpy(), rtol=1e-6, atol=1e-6)
-  np.testing.assert_allclose(outputs_loop.numpy(), outputs.numpy(), rtol=1e-6, atol=1e-6)
-  for v, a, b in zip([x] + variables, grads, grads_loop):
-    assert b is not None and np.any(b.numpy()), getattr(v, "name", "x")
-    np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6,
-                               err_msg=getattr(v, "name", "x"))
+  # The two graphs may sum in other orders (oneDNN's kernels differ between them): float32
+  # rounding of 6 applications, each adding at most 64 terms (16 rows, or the FFN's 64 units).
+  terms = 6 * max(2 * 8, config.intermediate_size)
+  np.testing.assert_allclose(y_loop.numpy(), y.numpy(), rtol=0,
+                             atol=float32_atol(y.numpy(), terms))
+  np.testing.assert_allclose(outputs_loop.numpy(), outputs.numpy(), rtol=0,
+                             atol=float32_atol(outputs.numpy(), terms))
+  # A bias's gradient sums the same rows as its kernel's (times LayerNorm-scaled inputs), so
+  # the kernel's magnitude bounds its terms too: the key bias's exact gradient is 0 (softmax
+  # ignores a shift of every score), and what both graphs compute there is rounding noise.
+  names = ["x"] + [v.name for v in variables]
+  layer_scale = {}
+  for name, a in zip(names, grads):
+    layer = name.rsplit("/", 1)[0]
+    layer_scale[layer] = max(layer_scale.get(layer, 0.0), float(np.max(np.abs(a))))
+  for name, a, b in zip(names, grads, grads_loop):
+    assert b is not None and np.any(b.numpy()), name
+    np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, err_msg=name,
+                               atol=float32_atol(layer_scale[name.rsplit("/", 1)[0]], terms))
   assert not np.allclose(y_loop, recomputed_rounds(blocks, 3, x, bias, seed + 1)[0])
 
   def step_ops(layers):

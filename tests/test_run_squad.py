@@ -140,8 +140,16 @@ def test_v2_writes_null_odds_and_uses_the_best_threshold(v2):
 def test_v2_serving_answers_as_run_squad_predicts(v2):
   predictions = json.loads((v2["out"] / "predictions.json").read_text())
   null_odds = json.loads((v2["out"] / "null_odds.json").read_text())
+  threshold = _read_results(v2["out"] / "eval_results.txt")["null_score_diff_threshold"]
   ids, _, answers, out = _serve(v2["export"], v2["data"])
-  assert answers == [predictions[q] for q in ids]
+  # The best threshold is one question's own null odds, so that question (and any whose odds
+  # lie within the null score's tolerance below) sits on the edge: the server's null score (one
+  # batch of every window, not batches of 32) may round to either side. Every other answer must
+  # be the same.
+  edge = [abs(null_odds[q] - threshold) <= 1e-4 * abs(threshold) + 1e-5 for q in ids]
+  assert sum(edge) < len(ids) / 4, sum(edge)
+  assert ([a for a, e in zip(answers, edge) if not e]
+          == [predictions[q] for q, e in zip(ids, edge) if not e])
   assert out["null_score"].numpy().tolist() == pytest.approx([null_odds[q] for q in ids],
                                                             rel=1e-4, abs=1e-5)
 
