@@ -1,7 +1,8 @@
 """Checkpoints: native `tf.train.Checkpoint`s and the original's TF1 name-based checkpoints.
 
-`tf1_variable_map` is the one place where the original's variable names live; loading and
-saving TF1 checkpoints both go through it.
+`tf1_variable_map` is the one place where the original's variable names live (Google's, and
+brightmart/albert_zh's for a model of that layout); loading and saving TF1 checkpoints both go
+through it.
 """
 
 import dataclasses
@@ -20,8 +21,12 @@ logger = logging.getLogger(__name__)
 HUB_PREFIX = "module/"
 # Training state in original checkpoints, never model weights.
 _SKIPPED = re.compile(r"(^|/)global_step$|/(adam|lamb|adamw)_[mv]$|/Momentum$|/Adam(_1)?$")
-# brightmart/albert_zh's own layout (projection inside embeddings, one `layer_shared` block).
+# What tells the two layouts' checkpoints apart (SPEC "brightmart/albert_zh's own checkpoints").
 _BRIGHTMART_MARKERS = ("bert/encoder/layer_shared/", "bert/embeddings/word_embeddings_2")
+_GOOGLE_MARKERS = ("bert/encoder/transformer/", "bert/encoder/embedding_hidden_mapping_in/")
+_LAYOUT_NAMES = {"google": "Google's layout ('bert/encoder/transformer/group_*')",
+                 "brightmart": "brightmart/albert_zh's layout ('bert/encoder/layer_shared', "
+                               "'bert/embeddings/word_embeddings_2')"}
 
 
 class CheckpointError(ValueError):
@@ -78,30 +83,67 @@ def _layer_norm(names, prefix, layer):
   names[prefix + "/beta"] = layer.beta
 
 
+# A block's names inside its scope, per layout: (sub-layer part, layer attribute path, name).
+# Google's: `attention_1/...`, `ffn_1/...`, `LayerNorm(_1)`; brightmart's: BERT's.
+_BLOCK_NAMES = {
+    "google": {
+        "attention": (("attention.query", "attention_1/self/query"),
+                      ("attention.key", "attention_1/self/key"),
+                      ("attention.value", "attention_1/self/value"),
+                      ("output_dense", "attention_1/output/dense"),
+                      ("layer_norm", "LayerNorm")),
+        "ffn": (("intermediate", "ffn_1/intermediate/dense"),
+                ("output_dense", "ffn_1/intermediate/output/dense"),
+                ("layer_norm", "LayerNorm_1"))},
+    "brightmart": {
+        "attention": (("attention.query", "attention/self/query"),
+                      ("attention.key", "attention/self/key"),
+                      ("attention.value", "attention/self/value"),
+                      ("output_dense", "attention/output/dense"),
+                      ("layer_norm", "attention/output/LayerNorm")),
+        "ffn": (("intermediate", "intermediate/dense"),
+                ("output_dense", "output/dense"),
+                ("layer_norm", "output/LayerNorm"))},
+}
+
+
+def layout_of(encoder):
+  """"brightmart" or "google": the layout of an encoder (duck-typed, see below)."""
+  has_second_factor = getattr(encoder.embedding_layer, "word_embeddings_2", None) is not None
+  return "brightmart" if has_second_factor else "google"
+
+
+def _sublayer_names(names, scope, sublayer, table):
+  for path, name in table:
+    layer = sublayer
+    for attribute in path.split("."):
+      layer = getattr(layer, attribute)
+    (_layer_norm if path == "layer_norm" else _dense)(names, f"{scope}/{name}", layer)
+
+
 def _encoder_tf1_names(encoder):
   """The encoder's variables by original name; duck-typed, so it also walks an exported
-  encoder restored with `tf.saved_model.load`."""
+  encoder restored with `tf.saved_model.load`.
+
+  brightmart's layout: the E -> H projection is `bert/embeddings/word_embeddings_2` and its one
+  shared block lives under `bert/encoder/layer_shared` (their modeling.py)."""
   names = {}
   emb = encoder.embedding_layer
   names["bert/embeddings/word_embeddings"] = emb.word_embeddings
   names["bert/embeddings/token_type_embeddings"] = emb.token_type_embeddings
   names["bert/embeddings/position_embeddings"] = emb.position_embeddings
   _layer_norm(names, "bert/embeddings/LayerNorm", emb.layer_norm)
+  layout = layout_of(encoder)
+  if layout == "brightmart":
+    names["bert/embeddings/word_embeddings_2"] = emb.word_embeddings_2
   projection = getattr(encoder, "embedding_projection", None)
   if projection is not None:
     _dense(names, "bert/encoder/embedding_hidden_mapping_in", projection)
-  for key, sub in sorted(encoder.attention_sublayers.items()):
-    scope = f"bert/encoder/transformer/{key}"
-    _dense(names, scope + "/attention_1/self/query", sub.attention.query)
-    _dense(names, scope + "/attention_1/self/key", sub.attention.key)
-    _dense(names, scope + "/attention_1/self/value", sub.attention.value)
-    _dense(names, scope + "/attention_1/output/dense", sub.output_dense)
-    _layer_norm(names, scope + "/LayerNorm", sub.layer_norm)
-  for key, sub in sorted(encoder.ffn_sublayers.items()):
-    scope = f"bert/encoder/transformer/{key}"
-    _dense(names, scope + "/ffn_1/intermediate/dense", sub.intermediate)
-    _dense(names, scope + "/ffn_1/intermediate/output/dense", sub.output_dense)
-    _layer_norm(names, scope + "/LayerNorm_1", sub.layer_norm)
+  for part in ("attention", "ffn"):
+    for key, sub in sorted(getattr(encoder, f"{part}_sublayers").items()):
+      scope = ("bert/encoder/layer_shared" if layout == "brightmart"
+               else f"bert/encoder/transformer/{key}")
+      _sublayer_names(names, scope, sub, _BLOCK_NAMES[layout][part])
   _dense(names, "bert/pooler/dense", encoder.pooler_layer)
   return names
 
@@ -265,13 +307,33 @@ def _check_encoder_complete(missing, prefix):
                           f"config?): missing {missing[:3]}{hint}")
 
 
+def _checkpoint_layout(names):
+  """The layout a TF1 checkpoint's names belong to, or None (no encoder names)."""
+  def has(markers):
+    return any(n.startswith(m) or n.startswith(HUB_PREFIX + m) for n in names for m in markers)
+  if has(_BRIGHTMART_MARKERS):
+    return "brightmart"
+  return "google" if has(_GOOGLE_MARKERS) else None
+
+
+def _check_layout(model, names, prefix):
+  """A checkpoint of the other layout is refused before anything is matched."""
+  want = layout_of(find_encoder(model))
+  found = _checkpoint_layout(names)
+  if found is None or found == want:
+    return
+  config_hint = ("use brightmart's own albert_config_*.json (they select it), or set "
+                 "\"layout\": \"brightmart\"" if found == "brightmart" else
+                 "use a Google-layout albert_config.json (no \"layout\" key, or \"layout\": "
+                 "\"google\"; brightmart's *_google.json files are Google's layout)")
+  raise CheckpointError(
+      f"{prefix} holds {_LAYOUT_NAMES[found]}, but the model was built with "
+      f"{_LAYOUT_NAMES[want]} (albert_config.json key \"layout\": \"{want}\"); "
+      f"{config_hint}")
+
+
 def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
-  if any(n.startswith(m) or n.startswith(HUB_PREFIX + m)
-         for n in shapes for m in _BRIGHTMART_MARKERS):
-    raise CheckpointError(
-        f"{prefix} uses brightmart/albert_zh's layout ('layer_shared', 'word_embeddings_2'), "
-        "which projects E->H before the embedding LayerNorm; only Google's layout (including "
-        "Google's albert_*_zh models) is supported")
+  _check_layout(model, shapes, prefix)
   stripped = {}
   for name in shapes:
     key = name[len(HUB_PREFIX):] if name.startswith(HUB_PREFIX) else name
@@ -293,6 +355,12 @@ def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
 
 def _load_huggingface(model, directory, init_from_group0=False):
   """Weights from a transformers ALBERT directory, by the original's names."""
+  if layout_of(find_encoder(model)) == "brightmart":
+    raise CheckpointError(
+        f"{directory} is a Hugging Face ALBERT directory (Google's layout), but the model was "
+        f"built with {_LAYOUT_NAMES['brightmart']} (albert_config.json key \"layout\": "
+        "\"brightmart\"); Hugging Face's ALBERT cannot hold that layout. Use the "
+        "directory's own config.json")
   try:
     arrays, unused = huggingface.to_tf1_names(huggingface.read_huggingface_weights(directory))
   except ValueError as e:

@@ -1,14 +1,19 @@
 """AlbertConfig: the original `albert_config.json`, read and written verbatim.
 
 Every key of the released configs is kept (the legacy ones the model ignores too), unknown keys
-are kept with a warning, and two keys of ours extend the format: `sharing` (paper Table 4) and
-`ln_type` (albert_zh's name for post-/pre-LayerNorm blocks).
+are kept with a warning, and three keys of ours extend the format: `sharing` (paper Table 4),
+`ln_type` (albert_zh's name for post-/pre-LayerNorm blocks) and `layout` ("google", the
+original's, or "brightmart": brightmart/albert_zh's own checkpoints). Which file formats exist
+(brightmart's and Hugging Face's besides) is decided in `config_formats.py`.
 """
 
 import copy
 import json
 import logging
 import os
+
+from albert_tf import config_formats
+from albert_tf.config_formats import BRIGHTMART, BRIGHTMART_KEYS, LAYOUTS, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +42,7 @@ ORIGINAL_DEFAULTS = {
 # Present in the original's files, ignored by its model and by ours; kept for round trips.
 LEGACY_KEYS = ("net_structure_type", "gap_size", "num_memory_blocks", "down_scale_factor",
                "layers_to_keep")
-EXTENSION_DEFAULTS = {"sharing": "all", "ln_type": "postln"}
+EXTENSION_DEFAULTS = {"sharing": "all", "ln_type": "postln", "layout": "google"}
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 LN_TYPES = ("postln", "preln")
@@ -47,10 +52,6 @@ _INT_KEYS = ("embedding_size", "hidden_size", "intermediate_size", "max_position
              "num_attention_heads", "num_hidden_layers", "num_hidden_groups", "inner_group_num",
              "type_vocab_size", "vocab_size")
 _PROB_KEYS = ("attention_probs_dropout_prob", "hidden_dropout_prob")
-
-
-class ConfigError(ValueError):
-  """An albert_config.json that cannot describe a model; the message names file and key."""
 
 
 class AlbertConfig:
@@ -80,7 +81,8 @@ class AlbertConfig:
     if not isinstance(values, dict):
       raise ConfigError(f"{source}: an ALBERT config must be a JSON object, got "
                         f"{type(values).__name__}")
-    known = set(ORIGINAL_DEFAULTS) | set(EXTENSION_DEFAULTS) | {"layers_to_keep"}
+    known = (set(ORIGINAL_DEFAULTS) | set(EXTENSION_DEFAULTS) | {"layers_to_keep"}
+             | set(BRIGHTMART_KEYS))
     unknown = sorted(set(values) - known)
     if unknown:
       logger.warning("%s: unknown config keys %s are kept but not used", source, unknown)
@@ -98,8 +100,9 @@ class AlbertConfig:
 
   @classmethod
   def from_json_file(cls, json_file):
-    """Reads an albert_config.json (the original's or ours), or a Hugging Face ALBERT
-    config.json (recognised by its `model_type`; translated by `huggingface.py`)."""
+    """Reads an albert_config.json (the original's or ours), one of brightmart/albert_zh's
+    config files (they select `layout: "brightmart"`), or a Hugging Face ALBERT config.json
+    (recognised by its `model_type`); see `config_formats.py`."""
     path = os.fspath(json_file)
     if not os.path.exists(path):
       raise FileNotFoundError(f"ALBERT config file not found: {path}")
@@ -110,9 +113,8 @@ class AlbertConfig:
     except json.JSONDecodeError as e:
       raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: "
                         f"{e.msg})") from None
-    if isinstance(values, dict) and "model_type" in values:
-      from albert_tf import huggingface  # pylint: disable=g-import-not-at-top (it imports us)
-      return huggingface.config_from_huggingface(values, source=path)
+    if isinstance(values, dict):
+      values = config_formats.albert_config_values(values, path)
     return cls.from_dict(values, source=path)
 
   # --- serialisation ------------------------------------------------------------------------
@@ -165,6 +167,12 @@ class AlbertConfig:
   def shares_ffn(self):
     return self.sharing in ("all", "ffn")
 
+  @property
+  def is_brightmart(self):
+    """brightmart/albert_zh's layout: E->H projection inside the embeddings, H-wide
+    position/type tables, one `layer_shared` block, an MLM head tied to both factors."""
+    return self.layout == BRIGHTMART
+
   # --- validation ---------------------------------------------------------------------------
   def validate(self):
     src = self._source
@@ -198,3 +206,11 @@ class AlbertConfig:
       fail("sharing", f"must be one of {list(SHARING_MODES)}")
     if self.ln_type not in LN_TYPES:
       fail("ln_type", f"must be one of {list(LN_TYPES)}")
+    if self.layout not in LAYOUTS:
+      fail("layout", f"must be one of {list(LAYOUTS)}")
+    if self.is_brightmart:
+      # brightmart's modeling.py shares one block across every layer (`layer_shared`).
+      for key, want in (("num_hidden_groups", 1), ("inner_group_num", 1), ("sharing", "all")):
+        if getattr(self, key) != want:
+          fail(key, f"must be {want!r} with layout 'brightmart' (brightmart/albert_zh shares "
+                    "one block, 'layer_shared', across all layers)")

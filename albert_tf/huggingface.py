@@ -18,7 +18,9 @@ import re
 
 import numpy as np
 
-from albert_tf.config import ORIGINAL_DEFAULTS, AlbertConfig, ConfigError
+from albert_tf.config import AlbertConfig
+from albert_tf.config_formats import (ACTIVATION_TO_HF, HF_DEFAULTS, LAYER_NORM_EPS,
+                                      SHARED_HF_KEYS, ConfigError, from_huggingface)
 
 logger = logging.getLogger(__name__)
 
@@ -38,29 +40,6 @@ ARCHITECTURES = {
 }
 HEAD_OF_ARCHITECTURE = {v: k for k, v in ARCHITECTURES.items()}
 
-# albert_config.json hidden_act -> transformers' ACT2FN name. The original's `gelu` is the tanh
-# approximation, which transformers calls `gelu_new`; its `gelu` is the exact (erf) one.
-_ACTIVATION_TO_HF = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
-                     "swish": "silu", "linear": "linear"}
-# gelu_fast and gelu_pytorch_tanh are the same tanh formula (within 1e-12).
-_ACTIVATION_FROM_HF = {"gelu_new": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu",
-                       "gelu": "gelu_exact",
-                       "relu": "relu", "tanh": "tanh", "swish": "swish", "silu": "swish",
-                       "linear": "linear"}
-# transformers' AlbertConfig defaults: its save_pretrained leaves out keys equal to them.
-HF_DEFAULTS = {
-    "vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12,
-    "num_hidden_groups": 1, "num_attention_heads": 64, "intermediate_size": 16384,
-    "inner_group_num": 1, "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 512, "type_vocab_size": 2,
-    "initializer_range": 0.02, "layer_norm_eps": 1e-12, "classifier_dropout_prob": 0.1,
-    "position_embedding_type": "absolute",
-}
-_SHARED_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-                "num_hidden_groups", "num_attention_heads", "intermediate_size",
-                "inner_group_num", "hidden_dropout_prob", "attention_probs_dropout_prob",
-                "max_position_embeddings", "type_vocab_size", "initializer_range")
-LAYER_NORM_EPS = 1e-12  # the original's, the only one our model computes with
 
 # ---------------------------------------------------------------------------------------------
 # Names. Each pair is (TF1 name, Hugging Face name, transposed?); `{g}` and `{k}` stand for the
@@ -238,6 +217,15 @@ def head_of(tf1_names):
 
 def check_expressible(config, head=None):
   """Raises ValueError when Hugging Face's ALBERT cannot hold this model (or its head)."""
+  if config.is_brightmart:
+    raise ValueError(
+        "this model has brightmart/albert_zh's layout (config 'layout': 'brightmart'): its "
+        "E->H projection comes before H-wide position/type embeddings and the embedding "
+        "LayerNorm, and its MLM head is tied to both embedding factors; Hugging Face's ALBERT "
+        "adds E-wide position/type embeddings and projects after them, so it cannot express "
+        "this model. brightmart's Google-layout releases (albert_tiny_google_zh, "
+        "albert_small_google_zh) and Google's albert_*_zh models convert; keep this one as a "
+        "TF1 checkpoint (--to=tf1) or an albert-tf checkpoint")
   # The original (and our encoder) builds the projection only when E != H.
   if config.embedding_size == config.hidden_size:
     raise ValueError("this model has no E->H projection (embedding_size == hidden_size); "
@@ -257,7 +245,7 @@ def check_expressible(config, head=None):
     raise ValueError(f"num_hidden_layers={config.num_hidden_layers} with num_hidden_groups="
                      f"{config.num_hidden_groups}: transformers would assign layers to groups "
                      "differently from the original (floating-point rounding)")
-  if config.hidden_act not in _ACTIVATION_TO_HF:
+  if config.hidden_act not in ACTIVATION_TO_HF:
     raise ValueError(f"hidden_act={config.hidden_act!r} has no transformers equivalent")
   if head == "squad_v2":
     raise ValueError("the SQuAD v2.0 head (start/end/answer-class, XLNet style) has no "
@@ -270,9 +258,9 @@ def config_to_huggingface(config, head, num_labels=None, special_ids=None):
   """The config.json dict of a transformers ALBERT model of kind `head`."""
   check_expressible(config, head)
   values = {"architectures": [ARCHITECTURES[head]], "model_type": "albert"}
-  for key in _SHARED_KEYS:
+  for key in SHARED_HF_KEYS:
     values[key] = getattr(config, key)
-  values["hidden_act"] = _ACTIVATION_TO_HF[config.hidden_act]
+  values["hidden_act"] = ACTIVATION_TO_HF[config.hidden_act]
   values.update(layer_norm_eps=LAYER_NORM_EPS, position_embedding_type="absolute",
                 classifier_dropout_prob=HF_DEFAULTS["classifier_dropout_prob"])
   values.update(special_ids or {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3})
@@ -298,25 +286,7 @@ def config_from_huggingface(path_or_dict, source=None):
     values, source = path_or_dict, source or "<config.json>"
   else:
     values, source = read_json(path_or_dict), os.fspath(path_or_dict)
-  if values.get("model_type", "albert") != "albert":
-    raise ConfigError(f"{source}: model_type is {values.get('model_type')!r}, not 'albert'")
-  full = dict(HF_DEFAULTS)
-  full.update(values)
-  if full["position_embedding_type"] != "absolute":
-    raise ConfigError(f"{source}: position_embedding_type={full['position_embedding_type']!r}; "
-                      "ALBERT (the original) has absolute position embeddings only")
-  if abs(float(full["layer_norm_eps"]) - LAYER_NORM_EPS) > 1e-15:
-    raise ConfigError(f"{source}: layer_norm_eps={full['layer_norm_eps']} but the original "
-                      f"(and this model) use {LAYER_NORM_EPS}; outputs would differ")
-  act = full["hidden_act"]
-  if act not in _ACTIVATION_FROM_HF:
-    raise ConfigError(f"{source}: hidden_act={act!r} has no counterpart here "
-                      f"(known: {', '.join(sorted(_ACTIVATION_FROM_HF))})")
-  # The original's full key set (legacy keys at their defaults), as its albert_config.json has.
-  original = dict(ORIGINAL_DEFAULTS)
-  original.update({key: full[key] for key in _SHARED_KEYS})
-  original["hidden_act"] = _ACTIVATION_FROM_HF[act]
-  return AlbertConfig.from_dict(original, source=source)
+  return AlbertConfig.from_dict(from_huggingface(values, source), source=source)
 
 
 def num_labels_of(values):

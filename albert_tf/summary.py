@@ -35,6 +35,13 @@ def parameter_counts(config):
       "mlm_head": _dense(H, E) + 2 * E + V,  # decoder tied to word_embeddings
       "sop_head": 2 * H + 2,
   }
+  if c.is_brightmart:
+    # word_embeddings [V, E] and word_embeddings_2 [E, H] (no bias); position/type tables and
+    # both LayerNorms H wide; the MLM transform is H -> H, its decoder tied to both factors.
+    counts.update(
+        embeddings=V * E + (c.max_position_embeddings + c.type_vocab_size) * H + 2 * H,
+        embedding_projection=E * H,
+        mlm_head=_dense(H, H) + 2 * H + V)
   counts["encoder_total"] = sum(counts[k] for k in ("embeddings", "embedding_projection",
                                                     "encoder_attention", "encoder_ffn",
                                                     "pooler"))
@@ -54,9 +61,11 @@ def flops_per_token(config, seq_length=512, max_predictions_per_seq=20):
   applications = c.num_hidden_layers * c.inner_group_num
   block = 2 * (4 * H * H + 2 * H * I) + 2 * 2 * seq_length * H
   forward = applications * block
-  if E != H:
+  if E != H or c.is_brightmart:
     forward += 2 * E * H
   mlm_per_prediction = 2 * (H * E + E * V)
+  if c.is_brightmart:
+    mlm_per_prediction += 2 * H * H
   forward += mlm_per_prediction * max_predictions_per_seq / seq_length
   forward += 2 * (H * H + 2 * H) / seq_length  # pooler and SOP, once per sequence
   return forward, 3 * forward
@@ -69,7 +78,8 @@ def format_summary(config, seq_length=512, max_predictions_per_seq=20):
   lines = [
       f"ALBERT config: L={c.num_hidden_layers} H={c.hidden_size} E={c.embedding_size} "
       f"I={c.intermediate_size} heads={c.num_attention_heads} groups={c.num_hidden_groups} "
-      f"inner={c.inner_group_num} sharing={c.sharing} ln={c.ln_type} V={c.vocab_size}",
+      f"inner={c.inner_group_num} sharing={c.sharing} ln={c.ln_type} V={c.vocab_size} "
+      f"layout={c.layout}",
       "",
       f"{'part':<24}{'parameters':>16}",
   ]

@@ -32,3 +32,45 @@ def float32_atol(reference, terms, ulps=4):
   additions behind each value (each may round by up to half an ulp of the running sum)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   return ulps * float(np.spacing(np.float32(np.max(np.abs(reference))))) * terms
+
+
+BRIGHTMART_FIXTURES = ROOT / "tests" / "fixtures" / "brightmart_zh"
+
+
+def brightmart_checkpoint_arrays(ln_type="postln"):
+  """{name: array} of the checkpoint brightmart's own code wrote (tests/fixtures/brightmart_zh),
+  optimizer slots and global_step included."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(str(BRIGHTMART_FIXTURES / ln_type / "albert_model.ckpt"))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+@pytest.fixture(scope="session")
+def brightmart_tiny_zh(tmp_path_factory):
+  """A directory laid out as brightmart's albert_tiny_zh release (albert_config_tiny.json,
+  albert_model.ckpt with Adam slots and global_step, vocab.txt), with albert_zh's real
+  21,128-entry vocabulary. Every name and every weight but the extra vocabulary rows comes from
+  the checkpoint their code wrote (tests/fixtures/brightmart_zh/postln), at its tiny size."""
+  import json  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import reference_albert  # pylint: disable=g-import-not-at-top
+  directory = tmp_path_factory.mktemp("albert_tiny_zh")
+  config = json.loads((BRIGHTMART_FIXTURES / "postln" / "albert_config.json").read_text())
+  vocab = SHARED_DATA / "chinese" / "albert_zh" / "vocab.txt"
+  vocab_size = 21128  # the entries of albert_zh's vocab.txt (SPEC: albert_tiny_zh config)
+  rng = np.random.default_rng(3)
+  arrays = {}
+  for name, value in brightmart_checkpoint_arrays("postln").items():
+    if name == "global_step" or name.endswith(("/adam_m", "/adam_v")):
+      continue
+    if name in ("bert/embeddings/word_embeddings", "cls/predictions/output_bias"):
+      extra = rng.normal(0.0, 0.3, (vocab_size - value.shape[0],) + value.shape[1:])
+      value = np.concatenate([value, extra.astype(np.float32)])
+    arrays[name] = value
+  config["vocab_size"] = vocab_size
+  (directory / "albert_config_tiny.json").write_text(json.dumps(config, indent=2))
+  reference_albert.write_tf1_checkpoint(str(directory / "albert_model.ckpt"), arrays,
+                                        with_optimizer_slots=True)
+  shutil.copy(vocab, directory / "vocab.txt")
+  return directory

@@ -113,3 +113,24 @@ def test_layer_group_follows_the_original_formula():
   c = AlbertConfig.from_dict(dict(ORIGINAL_BASE_V1, num_hidden_groups=5))
   assert [c.layer_group(i) for i in range(12)] == [int(i / 12 * 5) for i in range(12)]
   assert [c.layer_group(i) for i in range(12)] == [0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4]
+
+
+def test_config_formats_are_decided_in_one_module_without_an_import_circle():
+  """config_formats.py knows the formats and imports nothing of ours; config.py uses it and
+  never huggingface.py (which imports config.py)."""
+  import ast  # pylint: disable=g-import-not-at-top
+
+  def imports(module):
+    tree = ast.parse((ROOT / "albert_tf" / f"{module}.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+      if isinstance(node, ast.ImportFrom) and node.module:
+        names.add(node.module)
+        names.update(f"{node.module}.{a.name}" for a in node.names)
+      elif isinstance(node, ast.Import):
+        names.update(a.name for a in node.names)
+    return {n for n in names if n.startswith("albert_tf")}
+
+  assert imports("config_formats") == set()
+  assert not any("huggingface" in n for n in imports("config"))
+  assert "albert_tf.config_formats" in imports("huggingface")

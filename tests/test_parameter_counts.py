@@ -59,8 +59,10 @@ def test_google_zh_configs_are_v2_shapes_with_the_21128_vocab_and_relu(size):
                                                        - (30000 - 21128) * 128)
 
 
-def test_albert_tiny_zh_has_its_hand_counted_parameters():
-  config = AlbertConfig.from_json_file(ROOT / "configs" / "albert_tiny_zh.json")
+def test_albert_tiny_google_zh_has_its_hand_counted_parameters():
+  """brightmart's Google-layout tiny (their layout's counts: test_brightmart_zh.py)."""
+  config = AlbertConfig.from_json_file(
+      ROOT / "configs" / "brightmart" / "albert_config_tiny_google.json")
   embeddings = (21128 + 512 + 2) * 128 + 2 * 128 + 128 * 312 + 312
   block = 4 * (312 * 312 + 312) + (312 * 1248 + 1248) + (1248 * 312 + 312) + 2 * 2 * 312
   pooler = 312 * 312 + 312

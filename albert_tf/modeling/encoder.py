@@ -53,7 +53,8 @@ class AlbertEncoder(tf_keras.Model):
   Inputs: dict of int32 `[batch, seq]`: `input_word_ids`, `input_mask`, `input_type_ids`.
   Outputs: dict with `sequence_output [batch, seq, hidden]`, `pooled_output [batch, hidden]`,
   `encoder_outputs` (list of L * inner_group_num `[batch, seq, hidden]`, one per block
-  application) and `embedding_output [batch, seq, embedding_size]`.
+  application) and `embedding_output [batch, seq, embedding_size]` (`hidden_size` with
+  brightmart's layout, whose embeddings project E -> H themselves).
   """
 
   def __init__(self, config, **kwargs):
@@ -62,10 +63,11 @@ class AlbertEncoder(tf_keras.Model):
     c = config
     embedding_layer = FactorizedEmbedding(
         c.vocab_size, c.embedding_size, c.max_position_embeddings, c.type_vocab_size,
-        c.hidden_dropout_prob, c.initializer_range, name="embeddings")
+        c.hidden_dropout_prob, c.initializer_range,
+        hidden_size=c.hidden_size if c.is_brightmart else None, name="embeddings")
     # The original projects E -> H only when they differ (modeling.py transformer_model).
     projection = None
-    if c.embedding_size != c.hidden_size:
+    if c.embedding_size != c.hidden_size and not c.is_brightmart:
       projection = TokenDense(c.hidden_size,
                               kernel_initializer=truncated_normal(c.initializer_range),
                               name="embedding_hidden_mapping_in")

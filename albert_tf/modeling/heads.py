@@ -14,6 +14,10 @@ class MaskedLMHead(tf_keras.layers.Layer):
   Inputs: `sequence_output [batch, seq, hidden]`, `masked_lm_positions` int `[batch, P]`.
   Output: float32 logits `[batch, P, vocab]` = transform(gathered) @ word_embeddings^T +
   output_bias (the matmul in the compute dtype under a mixed policy).
+
+  With brightmart's layout (the embedding layer has `word_embeddings_2 [E, H]`) the transform
+  is H -> H, LayerNorm in H, and the decoder is tied to both factors, as their
+  run_pretraining: transform @ word_embeddings_2^T @ word_embeddings^T + output_bias.
   """
 
   def __init__(self, embedding_layer, activation, initializer_range, **kwargs):
@@ -22,7 +26,7 @@ class MaskedLMHead(tf_keras.layers.Layer):
     self.activation = activation
     self.initializer_range = initializer_range
     self.dense = TokenDense(
-        embedding_layer.embedding_size, activation=get_activation(activation),
+        embedding_layer.output_size, activation=get_activation(activation),
         kernel_initializer=truncated_normal(initializer_range), name="dense")
     self.layer_norm = tf_keras.layers.LayerNormalization(
         axis=-1, epsilon=LAYER_NORM_EPSILON, name="LayerNorm")
@@ -38,7 +42,10 @@ class MaskedLMHead(tf_keras.layers.Layer):
     # One 2-D [batch * P, E] x [E, V] product, not a batched matmul that broadcasts the table:
     # that one's gradient builds a [batch, V, E] tensor and sums it (3x slower on the CPU).
     batch, predictions = tf.shape(x)[0], tf.shape(x)[1]
-    flat = tf.reshape(x, [-1, self.embedding_layer.embedding_size])
+    flat = tf.reshape(x, [-1, self.embedding_layer.output_size])
+    projection = self.embedding_layer.word_embeddings_2
+    if projection is not None:
+      flat = tf.matmul(flat, tf.cast(projection, x.dtype), transpose_b=True)
     table = tf.cast(self.embedding_layer.word_embeddings, x.dtype)
     # Logits in float32 whatever the compute dtype: the softmax over V is taken on them.
     logits = tf.nn.bias_add(tf.cast(tf.matmul(flat, table, transpose_b=True), tf.float32),
