@@ -44,6 +44,10 @@ flags.DEFINE_bool("do_predict", False, "Write test-set predictions: GLUE's <TASK
 flags.DEFINE_integer("eval_batch_size", _D.eval_batch_size, "Eval batch.")
 flags.DEFINE_integer("train_step", _D.train_step, "Training steps.")
 flags.DEFINE_integer("warmup_step", _D.warmup_step, "Warm-up steps.")
+flags.DEFINE_float("num_train_epochs", None, "Train this many epochs instead of --train_step "
+                   "(BERT's and brightmart's flag); warm-up is then --warmup_proportion of it.")
+flags.DEFINE_float("warmup_proportion", _D.warmup_proportion,
+                   "With --num_train_epochs: the share of the steps spent warming up.")
 flags.DEFINE_string("cached_dir", None, "Where feature TFRecords are cached (default output).")
 flags.DEFINE_float("layerwise_lr_decay", None,
                    "Layer-wise learning-rate decay (adamw): the head and pooler get the full "

@@ -58,6 +58,11 @@ class ClassifierOptions(FineTuningOptions):
   eval_batch_size: int = 8
   train_step: int = 1000
   warmup_step: int = 0
+  # BERT's / brightmart's way to say the length (their run_classifier_lcqmc.sh): when set,
+  # train_step = int(train examples / train_batch_size * epochs) and warmup_step = that times
+  # warmup_proportion.
+  num_train_epochs: float = None
+  warmup_proportion: float = 0.1
   cached_dir: str = None
   tflite_quantize: bool = False
   layerwise_lr_decay: float = None
@@ -183,7 +188,18 @@ class ClassifierRunner(FineTuner):
     self.labels = None if self.regression else self.processor.get_labels(
         **({"data_dir": o.data_dir} if o.task_name.lower() == "csv" else {}))
     self.best_metric = self.processor.metric_names[0]
-    super().__init__(options, strategy, o.train_step, o.warmup_step)
+    train_steps, warmup_steps = o.train_step, o.warmup_step
+    if o.num_train_epochs is not None and o.do_train:
+      if o.num_train_epochs <= 0 or not 0.0 <= o.warmup_proportion < 1.0:
+        raise ValueError(f"--num_train_epochs={o.num_train_epochs} must be positive and "
+                         f"--warmup_proportion={o.warmup_proportion} in [0, 1)")
+      examples = len(self.processor.get_train_examples(o.data_dir))
+      train_steps = max(1, int(examples / o.train_batch_size * o.num_train_epochs))
+      warmup_steps = int(train_steps * o.warmup_proportion)
+      logger.info("--num_train_epochs=%g over %d training examples at batch %d: %d steps, "
+                  "%d of warm-up", o.num_train_epochs, examples, o.train_batch_size,
+                  train_steps, warmup_steps)
+    super().__init__(options, strategy, train_steps, warmup_steps)
 
   last_eval = None  # the latest dev results of this run
 

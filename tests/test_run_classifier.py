@@ -10,6 +10,7 @@ import tensorflow as tf
 import core_flags
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf import convert
+from albert_tf.checkpoints import tf1_variable_map
 from albert_tf.distillation import DistillOptions, Distiller
 from albert_tf.export.tflite import tflite_logits
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -151,15 +152,29 @@ def test_cached_features_of_other_data_are_rebuilt_not_reused(cache, tmp_path):
   assert ids[0] != ids[1]  # same file name in the cache, other data: rebuilt
 
 
-def test_real_data_ocnli_writes_a_clue_submission_with_the_test_files_ids(cache, tmp_path):
-  config = tmp_path / "tiny_zh.json"  # tiny.json's shape with albert_zh's vocabulary
-  AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(vocab_size=21128) \
-      .to_json_file(config)
+def test_real_data_ocnli_from_brightmarts_albert_tiny_zh_writes_a_clue_submission(
+    cache, tmp_path, brightmart_tiny_zh):
+  """Started as brightmart's users start: their release's config, checkpoint and vocab, and
+  their way to say the length (--num_train_epochs: 3 steps of OCNLI's 3,000 at batch 16)."""
+  d = brightmart_tiny_zh
   results = run_classifier(opts("ocnli", tmp_path, cache, data_dir=str(CLUE / "ocnli"),
-                                albert_config_file=str(config), spm_model_file=None,
-                                vocab_file=str(ZH_VOCAB), train_step=3, do_predict=True,
+                                albert_config_file=str(d / "albert_config_tiny.json"),
+                                init_checkpoint=str(d / "albert_model.ckpt"),
+                                spm_model_file=None, vocab_file=str(d / "vocab.txt"),
+                                num_train_epochs=0.017, do_predict=True,
+                                learning_rate=1e-4,
                                 eval_batch_size=512, predict_batch_size=512))
   assert results["global_step"] == 3 and 0.0 <= results["accuracy"] <= 1.0
+  saved = AlbertConfig.from_json_file(tmp_path / "albert_config.json")
+  assert saved.layout == "brightmart"
+  # Trained from their weights (3 steps of lr 1e-4 move each by at most ~3e-4).
+  start = tf.train.load_checkpoint(str(d / "albert_model.ckpt"))
+  model = AlbertClassifier(saved, 3)
+  load_checkpoint(model, str(tmp_path))
+  for name in ("bert/embeddings/word_embeddings_2",
+               "bert/encoder/layer_shared/output/LayerNorm/gamma"):
+    np.testing.assert_allclose(tf1_variable_map(model)[name].numpy(), start.get_tensor(name),
+                               atol=1e-3, err_msg=name)
   test_ids = [json.loads(line)["id"] for line in
               (CLUE / "ocnli" / "test.json").read_text(encoding="utf-8").splitlines()]
   rows = [json.loads(line) for line in lines(tmp_path / "ocnli_predict.json")]

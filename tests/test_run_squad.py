@@ -280,16 +280,22 @@ def _zh_options(tmp_path, **changes):
   config_path = tmp_path / "albert_config.json"
   config_path.write_text(json.dumps(config))
   small = {**SMALL, "spm_model_file": None, "albert_config_file": str(config_path)}
-  return SquadOptions(vocab_file=str(ZH_VOCAB), output_dir=str(tmp_path / "out"), **small,
-                      **changes)
+  small.update(changes)
+  return SquadOptions(**{"vocab_file": str(ZH_VOCAB), "output_dir": str(tmp_path / "out"),
+                         **small})
 
 
 @pytest.fixture(scope="module")
-def zh(tmp_path_factory):
-  """A few training steps on real CMRC 2018 questions and prediction on them."""
+def zh(tmp_path_factory, brightmart_tiny_zh):
+  """A few training steps on real CMRC 2018 questions and prediction on them, started as
+  brightmart's users start: their albert_tiny_zh release's config, checkpoint and vocab."""
   tmp = tmp_path_factory.mktemp("squad_zh")
+  d = brightmart_tiny_zh
   options = _zh_options(tmp, train_file=str(CMRC_TRAIN), predict_file=str(CMRC_TRAIN),
-                        do_train=True, do_predict=True, num_train_epochs=2)
+                        do_train=True, do_predict=True, num_train_epochs=2,
+                        albert_config_file=str(d / "albert_config_tiny.json"),
+                        init_checkpoint=str(d / "albert_model.ckpt"),
+                        vocab_file=str(d / "vocab.txt"))
   return dict(metrics=run_squad(options), out=tmp / "out", options=options,
               data=squad_data.load_squad_json(str(CMRC_TRAIN)))
 
