@@ -83,7 +83,7 @@ def _layer_norm(names, prefix, layer):
   names[prefix + "/beta"] = layer.beta
 
 
-# A block's names inside its scope, per layout: (sub-layer part, layer attribute path, name).
+# A block's names inside its scope, per layout and sub-layer: (attribute path, TF1 name).
 # Google's: `attention_1/...`, `ffn_1/...`, `LayerNorm(_1)`; brightmart's: BERT's.
 _BLOCK_NAMES = {
     "google": {
