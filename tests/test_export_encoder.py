@@ -16,6 +16,7 @@ from albert_tf.checkpoints import native_checkpoint
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
 from conftest import ROOT, SHARED_DATA
+from serving_requests import assert_rejected, empty_request, run
 
 SEQ = 16
 
@@ -111,6 +112,52 @@ def test_tflite_encoder_matches_the_savedmodel_and_is_small(exported):
   np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=1e-4)
 
 
+BAD_ENCODER_REQUESTS = [
+    # (what changes in a good [1, 3] request, the rule's words)
+    (dict(input_mask=[[1, 1]]), r"input_mask has shape \[1 2\] but input_word_ids has \[1 3\]"),
+    (dict(input_type_ids=[[0, 0, 0], [0, 0, 0]]),
+     r"input_type_ids has shape \[2 3\] but input_word_ids has \[1 3\]"),
+    (dict(input_word_ids=[[2, -1, 3]]),
+     r"input_word_ids holds -1 at \[0 1\]; word ids must be in \[0, 30000\) \(vocab_size\)"),
+    (dict(input_type_ids=[[0, 2, 0]]),
+     r"input_type_ids holds 2 at \[0 1\]; segment ids must be in \[0, 2\) \(type_vocab_size\)"),
+    (dict(input_mask=[[1, 2, 1]]), r"input_mask holds 2 at \[0 1\]; mask values must be in "
+                                   r"\[0, 2\)"),
+    ({k: [[1] * 65] for k in ("input_word_ids", "input_mask")} | {"input_type_ids": [[0] * 65]},
+     r"input_word_ids has 65 columns; this model reads 1 to 64 tokens per row "
+     r"\(max_position_embeddings\)"),
+]
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["plain", "xla"])
+def test_malformed_encoder_requests_are_invalid_arguments_naming_the_input(
+    exported, native_bundle, compiled):
+  """Each rule holds in the plain and in the XLA-compiled export (XLA drops Assert ops: the
+  checks run outside the compiled function), through the Python and the Session path."""
+  export_dir = native_bundle[0]["encoder"] if compiled else exported[1]
+  loaded = tf.saved_model.load(export_dir)
+  good = {"input_word_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]],
+          "input_type_ids": [[0, 0, 0]]}
+  # Compiled: the rules whose breach XLA would not report (its gathers clamp out-of-range ids).
+  for change, pattern in BAD_ENCODER_REQUESTS[2:4] if compiled else BAD_ENCODER_REQUESTS:
+    assert_rejected(export_dir, loaded, "serving_default", dict(good, **change), pattern)
+  for signature in ("lean", "mlm"):  # the same rules, checked by the same wrapper
+    change, pattern = BAD_ENCODER_REQUESTS[2]
+    request = dict(good, **change)
+    if signature == "mlm":
+      request["masked_lm_positions"] = [[1]]
+    assert_rejected(export_dir, loaded, signature, request, pattern)
+  for positions, pattern in [([[3]], r"masked_lm_positions holds 3 at \[0 0\]; positions must "
+                                     r"be in \[0, 3\) \(the columns of input_word_ids\)"),
+                             ([[0], [1]], "masked_lm_positions has 2 rows but input_word_ids "
+                                          "has 1")]:
+    assert_rejected(export_dir, loaded, "mlm", dict(good, masked_lm_positions=positions),
+                    pattern)
+  for signature in ("serving_default", "lean", "mlm"):
+    out = run(loaded, signature, **empty_request(loaded, signature, width=SEQ))
+    assert all(v.shape[0] == 0 for v in out.values()), signature
+
+
 def test_saved_model_cli_shows_and_runs_the_signatures(exported):
   _, export_dir, _ = exported
   cli = str(pathlib.Path(sys.executable).parent / "saved_model_cli")
@@ -128,6 +175,14 @@ def test_saved_model_cli_shows_and_runs_the_signatures(exported):
       capture_output=True, text=True, timeout=120)
   assert ran.returncode == 0, ran.stderr[-2000:]
   assert "pooled_output" in ran.stdout
+  # A malformed request reaches the CLI's user in words.
+  bad = subprocess.run(
+      [cli, "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
+       "serving_default", "--input_exprs",
+       "input_word_ids=[[2,7,8,3]];input_mask=[[1,1,1]];input_type_ids=[[0,0,0,0]]"],
+      capture_output=True, text=True, timeout=120)
+  assert bad.returncode != 0
+  assert "input_mask has shape [1 3] but input_word_ids has [1 4]" in bad.stderr, bad.stderr[-2000:]
 
 
 def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_another_shape(

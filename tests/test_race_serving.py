@@ -15,6 +15,7 @@ from albert_tf.export.race_serving import MultipleChoiceServing, export_multiple
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tokenization import FullTokenizer
 from conftest import ROOT, SHARED_DATA
+from serving_requests import assert_rejected, empty_request, run
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
 VOCAB = str(SHARED_DATA / "chinese" / "albert_zh" / "vocab.txt")
@@ -39,10 +40,14 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, model):
-  export_dir = export_multiple_choice(model, str(tmp_path_factory.mktemp("race") / "export"),
-                                      spm_model_file=SPM, max_seq_length=MAX_SEQ_LENGTH,
-                                      max_qa_length=MAX_QA_LENGTH)
+def export_dir(tmp_path_factory, model):
+  return export_multiple_choice(model, str(tmp_path_factory.mktemp("race") / "export"),
+                                spm_model_file=SPM, max_seq_length=MAX_SEQ_LENGTH,
+                                max_qa_length=MAX_QA_LENGTH)
+
+
+@pytest.fixture(scope="module")
+def served(export_dir):
   return tf.saved_model.load(export_dir)
 
 
@@ -149,3 +154,16 @@ def test_max_qa_length_must_leave_room_for_the_special_tokens(tmp_path, model):
   with pytest.raises(ValueError, match="max_qa_length"):
     export_multiple_choice(model, str(tmp_path / "x"), spm_model_file=SPM, max_seq_length=16,
                            max_qa_length=14)
+
+
+def test_malformed_requests_are_invalid_arguments_naming_the_input(export_dir, served):
+  ok = {"article": ["Tom went to the park."], "question": ["Where did Tom go?"],
+        "options": [["park", "zoo", "school", "shop"]]}
+  for request, pattern in [
+      (dict(ok, question=["a", "b"]), "question has 2 rows but article has 1"),
+      (dict(ok, options=[["park", "zoo"]] * 1), "options has 2 choices per row; this model "
+                                                r"takes 4 \(num_choices\)"),
+      (dict(ok, options=[["a"] * 5] * 2), "options has 2 rows but article has 1")]:
+    assert_rejected(export_dir, served, "serving_default", request, pattern)
+  out = run(served, "serving_default", **empty_request(served, "serving_default"))
+  assert out["probabilities"].shape == (0, 4) and out["answer_index"].shape == (0,)

@@ -152,6 +152,14 @@ def test_v2_serving_answers_as_run_squad_predicts(v2):
           == [predictions[q] for q, e in zip(ids, edge) if not e])
   assert out["null_score"].numpy().tolist() == pytest.approx([null_odds[q] for q in ids],
                                                             rel=1e-4, abs=1e-5)
+  # Blank contexts only, and no rows at all: empty answers (the v2 beam has no window).
+  serving = tf.saved_model.load(v2["export"])
+  blank = serving.signatures["serving_default"](question=tf.constant(["Who?"] * 2),
+                                                context=tf.constant(["", " "]))
+  assert blank["answer"].numpy().tolist() == [b"", b""]
+  none = serving.signatures["serving_default"](question=tf.constant([], tf.string),
+                                               context=tf.constant([], tf.string))
+  assert none["answer"].shape == (0,) and none["null_score"].shape == (0,)
 
 
 def test_a_second_run_resumes_and_reuses_the_cached_features(v1, caplog, tmp_path):
@@ -188,6 +196,25 @@ def test_missing_files_are_named(tmp_path):
   with pytest.raises(FileNotFoundError, match="nowhere.json"):
     run_squad(SquadOptions(output_dir=str(tmp_path), do_predict=True,
                            predict_file=str(tmp_path / "nowhere.json"), **SMALL))
+
+
+def test_v1_serving_answers_an_empty_context_and_names_a_malformed_request(v1):
+  """An empty or blank context has the empty answer (as --do_predict gives it); question and
+  context of different row counts are an INVALID_ARGUMENT naming both; an empty batch has
+  empty outputs."""
+  from serving_requests import assert_rejected, empty_request, run  # pylint: disable=g-import-not-at-top
+  serving = tf.saved_model.load(v1["export"])
+  out = run(serving, "serving_default", question=["Who?", "Who?", " "],
+            context=["", " \t\n", "Tom wrote it."])
+  assert out["answer"][:2].tolist() == [b"", b""] and out["start"][:2].tolist() == [-1, -1]
+  assert out["answer"][2] != b""
+  blank = run(serving, "serving_default", question=["Who?"] * 2, context=["", " "])
+  assert blank["answer"].tolist() == [b"", b""] and blank["end"].tolist() == [-1, -1]
+  assert_rejected(v1["export"], serving, "serving_default",
+                  {"question": ["Who?", "When?"], "context": ["Tom wrote it."]},
+                  "context has 1 rows but question has 2")
+  empty = run(serving, "serving_default", **empty_request(serving, "serving_default"))
+  assert {k: v.shape for k, v in empty.items()} == {k: (0,) for k in out}
 
 
 def test_serving_piece_offsets_equal_run_squads(v1):

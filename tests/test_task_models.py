@@ -13,11 +13,12 @@ from albert_tf.export.task_models import (ClassifierServing, encode_with_masks_p
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tokenization import FullTokenizer, encode_pair
 from conftest import ROOT, SHARED_DATA
+from serving_requests import assert_rejected, empty_request, run
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
 TEXTS = ["The capital of [MASK] is Paris, in 1990, they said.",
          "[MASK] [MASK] sat on the mat",
-         "no mask at all",
+         "[MASK]",
          "An ending mask [MASK]"]
 
 
@@ -26,12 +27,28 @@ def tokenizer():
   return FullTokenizer(spm_model_file=SPM)
 
 
-def test_real_data_fill_mask_matches_the_python_path(tmp_path, tokenizer):
+@pytest.fixture(scope="module")
+def fill_mask(tmp_path_factory):
+  """A tiny pretrainer and its fill-mask export (32 tokens, top 3, at most 4 masks)."""
+  model = AlbertPretrainer(AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json"))
+  export_dir = export_fill_mask(model, str(tmp_path_factory.mktemp("fm") / "fill_mask"),
+                                spm_model_file=SPM, max_seq_length=32, top_k=3, max_masks=4)
+  return model, export_dir, tf.saved_model.load(export_dir)
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+  """A tiny 2-label classifier and its serving export (24 tokens)."""
   config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
-  model = AlbertPretrainer(config)
-  export_dir = export_fill_mask(model, str(tmp_path / "fill_mask"), spm_model_file=SPM,
-                                max_seq_length=32, top_k=3, max_masks=4)
-  loaded = tf.saved_model.load(export_dir)
+  model = AlbertClassifier(config, 2)
+  export_dir = export_classifier(model, str(tmp_path_factory.mktemp("cls") / "serving"),
+                                 ["negative", "positive"], spm_model_file=SPM,
+                                 max_seq_length=24)
+  return model, export_dir, tf.saved_model.load(export_dir)
+
+
+def test_real_data_fill_mask_matches_the_python_path(fill_mask, tokenizer):
+  model, _, loaded = fill_mask
   out = loaded.signatures["serving_default"](text=tf.constant(TEXTS))
   for row, text in enumerate(TEXTS):
     ids = [tokenizer.cls_id] + encode_with_masks_python(tokenizer, text)[:30] + [
@@ -40,9 +57,7 @@ def test_real_data_fill_mask_matches_the_python_path(tmp_path, tokenizer):
     positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
     got_positions = [p for p in out["masked_positions"][row].numpy() if p >= 0]
     assert got_positions == positions, text
-    if not positions:
-      assert (out["top_ids"][row].numpy() == -1).all()
-      continue
+    assert (out["top_ids"][row, len(positions):].numpy() == -1).all()
     length = len(encode_with_masks_python(tokenizer, text)[:30]) + 2
     mask = [1] * length + [0] * (32 - length)
     logits = model({"input_word_ids": tf.constant([ids]), "input_mask": tf.constant([mask]),
@@ -58,16 +73,35 @@ def test_real_data_fill_mask_matches_the_python_path(tmp_path, tokenizer):
           tokenizer.convert_ids_to_tokens(top)
 
 
+def test_fill_mask_names_a_text_that_would_lose_its_masks(fill_mask):
+  """No [MASK] (a client writing "<mask>"), more than max_masks, or one past the tokens read:
+  each an INVALID_ARGUMENT naming the row, where the answer would silently drop masks."""
+  _, export_dir, loaded = fill_mask
+  fine = "the [MASK] sat"
+  for texts, pattern in [
+      ([fine, "the <mask> sat"], "text row 1 has no \\[MASK\\] to fill"),
+      ([fine, "   "], "text row 1 has no \\[MASK\\] to fill"),
+      (["[MASK] " * 5], "text row 0 has 5 \\[MASK\\]s; this model fills at most 4"),
+      ([fine, "word " * 30 + "[MASK]"], "text row 1 has a \\[MASK\\] after the 30 tokens this "
+                                        "model reads")]:
+    assert_rejected(export_dir, loaded, "serving_default", {"text": texts}, pattern)
+  out = run(loaded, "serving_default", **empty_request(loaded, "serving_default"))
+  assert out["top_ids"].shape == (0, 4, 3) and out["masked_positions"].shape == (0, 4)
+
+
 @pytest.mark.parametrize("labels", [["negative", "positive"], None])
-def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels):
-  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
-  model = AlbertClassifier(config, len(labels) if labels else 1)
-  export_dir = export_classifier(model, str(tmp_path / "serving"), labels, spm_model_file=SPM,
-                                 max_seq_length=24)
-  loaded = tf.saved_model.load(export_dir)
+def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels, classifier):
+  if labels:
+    model, export_dir, loaded = classifier
+  else:
+    config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+    model = AlbertClassifier(config, 1)
+    export_dir = export_classifier(model, str(tmp_path / "serving"), None,
+                                   spm_model_file=SPM, max_seq_length=24)
+    loaded = tf.saved_model.load(export_dir)
   assert set(loaded.signatures) == {"serving_default", "text_pair", "encoded"}
   assert b"_XlaMustCompile" not in (pathlib.Path(export_dir) / "saved_model.pb").read_bytes()
-  a = ["A gripping, funny film.", "Dull.", ""]
+  a = ["A gripping, funny film.", "Dull.", "Only a"]
   b = ["It was shown in 1990, twice.", "", "Only b"]
   single = loaded.signatures["serving_default"](text_a=tf.constant(a))
   pair = loaded.signatures["text_pair"](text_a=tf.constant(a), text_b=tf.constant(b))
@@ -85,6 +119,27 @@ def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels
       # Regression scores near 0 (random weights): an error relative to the largest one.
       np.testing.assert_allclose(out["scores"], logits, rtol=1e-5,
                                  atol=1e-5 * np.max(np.abs(logits)))
+
+
+def test_classifier_serving_names_a_malformed_request(classifier):
+  _, export_dir, loaded = classifier
+  ok_ids = {"input_word_ids": [[2, 9, 3]], "input_mask": [[1, 1, 1]],
+            "input_type_ids": [[0, 0, 0]]}
+  for signature, request, pattern in [
+      ("text_pair", {"text_a": ["a", "b"], "text_b": ["c"]},
+       "text_b has 1 rows but text_a has 2"),
+      ("text_pair", {"text_a": ["a", " \t"], "text_b": ["c", "d"]},
+       "text_a row 1 has no tokens \\(it is empty or only whitespace\\)"),
+      ("serving_default", {"text_a": [""]}, "text_a row 0 has no tokens"),
+      ("encoded", dict(ok_ids, input_word_ids=[[2, 30000, 3]]),
+       "input_word_ids holds 30000 at \\[0 1\\]; word ids must be in \\[0, 30000\\) "
+       "\\(vocab_size\\)"),
+      ("encoded", dict(ok_ids, input_mask=[[1, 1]]),
+       "input_mask has shape \\[1 2\\] but input_word_ids has \\[1 3\\]")]:
+    assert_rejected(export_dir, loaded, signature, request, pattern)
+  for signature in loaded.signatures:
+    out = run(loaded, signature, **empty_request(loaded, signature))
+    assert all(v.shape[0] == 0 for v in out.values()), signature
 
 
 def test_classifier_serving_computes_a_request_at_its_longest_text(tokenizer):

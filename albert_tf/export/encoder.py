@@ -9,6 +9,10 @@ Signatures (what TF Serving and `saved_model_cli run` call), batch first so REST
       -> mlm_logits float32 [batch, P, vocab], plus the serving_default outputs
   lean: the serving_default inputs -> pooled_output and sequence_output only (no stacked
       copy of every layer's output: what a client that wants no encoder_outputs should call)
+Every signature checks its request first (export/requests.py): the three inputs of one shape,
+1 to max_position_embeddings columns, ids inside the vocabulary and type vocabulary, a 0/1
+mask, masked_lm_positions inside the row; a request that breaks a rule is an INVALID_ARGUMENT
+naming the input, an empty batch gets empty outputs.
 With `jit_compile=True` the signatures are compiled by XLA as one cluster each (ALBERT-base
 on a 2-core CPU, seq 128: about 0.85x the plain graph's latency at batch 1, 0.87x at batch 32;
 BENCHMARKS.md). XLA compiles
@@ -21,6 +25,7 @@ list, and its variables are trainable, so fine-tuning can start from the export.
 
 import tensorflow as tf
 
+from albert_tf.export import requests
 from albert_tf.export.tflite import export_serving_tflite
 from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -67,12 +72,29 @@ class EncoderExport(tf.Module):
     # Fine-tuning through `__call__` stays a plain graph; the signatures may be XLA-compiled.
     # (None, not False: an explicit False also writes an `_XlaMustCompile` attribute.)
     jit_compile = True if jit_compile else None
-    self.serving = tf.function(self._serving, input_signature=[specs], jit_compile=jit_compile)
+    self.serving = self._signature(self._serving, specs, jit_compile)
     mlm_specs = dict(specs, masked_lm_positions=tf.TensorSpec([None, None], tf.int32,
                                                                name="masked_lm_positions"))
-    self.mlm = tf.function(self._mlm, input_signature=[mlm_specs], jit_compile=jit_compile)
-    self.lean = tf.function(self._lean, input_signature=[specs], jit_compile=jit_compile)
+    self.mlm = self._signature(self._mlm, mlm_specs, jit_compile)
+    self.lean = self._signature(self._lean, specs, jit_compile)
     self.__call__ = tf.function(self._call, input_signature=[specs, tf.TensorSpec([], tf.bool)])
+
+  def _signature(self, compute, specs, jit_compile):
+    """A signature that checks its request (export/requests.py), then runs `compute`: XLA
+    drops Assert ops, so the checks sit in a plain function around a compiled `compute`."""
+    compute = tf.function(compute, jit_compile=jit_compile)
+    config = self.encoder.config
+
+    def serve(inputs):
+      rules = requests.encoder_inputs(inputs, config)
+      if "masked_lm_positions" in inputs:
+        positions, words = inputs["masked_lm_positions"], inputs["input_word_ids"]
+        rules += requests.same_rows(input_word_ids=words, masked_lm_positions=positions)
+        rules.append(requests.values_in("masked_lm_positions", positions, 0,
+                                        tf.shape(words)[1], "positions",
+                                        " (the columns of input_word_ids)"))
+      return compute(requests.checked(inputs, rules))
+    return tf.function(serve, input_signature=[specs])
 
   def _call(self, inputs, training=False):
     return self.encoder(inputs, training=training)

@@ -33,6 +33,7 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.export import requests
 from albert_tf.tokenization import tokenizer as py_tokenizer
 
 SPIECE_UNDERLINE = py_tokenizer.SPIECE_UNDERLINE
@@ -561,6 +562,8 @@ def bert_pack_inputs(segments, seq_length, cls_id, sep_id):
     raise ValueError(f"bert_pack_inputs takes 1 or 2 segments (ALBERT's fine-tuning packs "
                      f"pairs), got {len(segments)}")
   flat = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s for s in segments]
+  flat = requests.checked(flat, requests.same_rows(
+      **{f"segment {i}": segment for i, segment in enumerate(flat)}))
   return pack_inputs(*flat, max_seq_length=seq_length, cls_id=cls_id, sep_id=sep_id)
 
 
@@ -610,7 +613,10 @@ class PreprocessingModel(tf.Module):
                            seq_length=64)
 
   `__call__(text_a)` packs one segment, `encode_pair(text_a, text_b)` two; a row whose
-  text_b has no tokens is packed as one segment, as in `encode_pair`. Both take string
+  text_b has no tokens is packed as one segment, as in `encode_pair`, and an empty text_a is
+  `[CLS] [SEP]` (this model only prepares inputs; what they mean is the task model's rule).
+  text_a and text_b (or the segments of `bert_pack_inputs`) of different row counts are an
+  INVALID_ARGUMENT naming them (export/requests.py). Both take string
   [batch] and return `input_word_ids`, `input_mask`, `input_type_ids`, int32
   [batch, max_seq_length]. `tokenize` (strings -> int32 RaggedTensor [batch, (tokens)]) and
   `bert_pack_inputs` are TF Hub's preprocessor API (see `BertPackInputs`).
@@ -636,6 +642,8 @@ class PreprocessingModel(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                 tf.TensorSpec([None], tf.string, name="text_b")])
   def encode_pair(self, text_a, text_b):
+    text_a, text_b = requests.checked((text_a, text_b),
+                                      requests.same_rows(text_a=text_a, text_b=text_b))
     return self._pack(self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b))
 
 

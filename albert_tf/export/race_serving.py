@@ -19,6 +19,7 @@ time, as `FullTokenizer.tokenize` does in Python.
 
 import tensorflow as tf
 
+from albert_tf.export import requests
 from albert_tf.export.preprocessing import (InGraphTokenizer, _contains, _prefix,
                                             _ragged_gather_runs, pack_inputs)
 from albert_tf.export.task_models import _save
@@ -50,7 +51,9 @@ class MultipleChoiceServing(tf.Module):
   `serving_default(article, question, options)`: string [batch], [batch], [batch, choices] ->
   `probabilities` float32 [batch, choices] (softmax of the logits), `answer_index` int32
   [batch]. `pack(article, question, options)` gives the model inputs it runs on, int32
-  [batch, choices, max_seq_length] each (as `data.race.convert_example`).
+  [batch, choices, max_seq_length] each (as `data.race.convert_example`). Inputs of different
+  row counts, or options with another number of choices than the model's, are an
+  INVALID_ARGUMENT naming the input (export/requests.py).
   """
 
   def __init__(self, model, tokenizer, num_choices=4, max_seq_length=512, max_qa_length=128):
@@ -68,7 +71,8 @@ class MultipleChoiceServing(tf.Module):
     self.max_seq_length, self.max_qa_length = max_seq_length, max_qa_length
     specs = [tf.TensorSpec([None], tf.string, name="article"),
              tf.TensorSpec([None], tf.string, name="question"),
-             tf.TensorSpec([None, num_choices], tf.string, name="options")]
+             # Any number of columns, so that a wrong one is named (export/requests.py).
+             tf.TensorSpec([None, None], tf.string, name="options")]
     self.pack = tf.function(self._pack, input_signature=specs)
     self.serve = tf.function(self._serve, input_signature=specs)
 
@@ -78,6 +82,11 @@ class MultipleChoiceServing(tf.Module):
 
   def _pack(self, article, question, options):
     choices = self.num_choices
+    rules = requests.same_rows(article=article, question=question, options=options)
+    rules.append(requests.rule(tf.equal(tf.shape(options)[1], choices),
+                               f"options has {{}} choices per row; this model takes {choices} "
+                               f"(num_choices)", tf.shape(options)[1]))
+    article, question, options = requests.checked((article, question, options), rules)
     article, question = self._process_text(article), self._process_text(question)
     options = self._process_text(tf.reshape(options, [-1]))  # [batch * choices], row-major
     questions = tf.repeat(question, choices)

@@ -14,6 +14,8 @@ the answer is empty when the smallest `cls_logits` over windows (the null score)
 the exported `null_score_diff_threshold`.
 
 `start`/`end` are character offsets in the context (end exclusive), -1 for an empty answer.
+An empty (or whitespace) context has the empty answer, as `--do_predict` gives it; question
+and context of different row counts are an INVALID_ARGUMENT naming both (export/requests.py).
 Piece offsets are those of `tokenization.offsets` (what run_squad uses) except in the rare
 word whose characters normalise differently alone than together (a character whose NFKD
 form holds a space): there every piece spans the whole word.
@@ -31,6 +33,7 @@ import functools
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.export import requests
 from albert_tf.export.preprocessing import (InGraphTokenizer, _ragged_gather_runs,
                                             _space_class, _valid_utf8, _wordpiece_classes)
 from albert_tf.export.task_models import _save
@@ -50,6 +53,13 @@ def _wordpiece_char_lengths(do_lower_case):
       starts.append(cp)
       lengths.append(n)
   return starts, lengths
+
+
+def _argmax_over_windows(scores):
+  """argmax over axis 1 of `scores` [batch, windows, ...], 0 where a row has no window: one
+  -inf window is appended, as a request whose contexts are all empty has none at all."""
+  shape = tf.concat([tf.shape(scores)[:1], [1], tf.shape(scores)[2:]], 0)
+  return tf.argmax(tf.concat([scores, tf.fill(shape, _NEG_INF)], 1), axis=1)
 
 
 def _column(value, rows, dtype=tf.int32):
@@ -215,6 +225,8 @@ class SquadServing(tf.Module):
                                 tf.TensorSpec([None], tf.string, name="context")])
   def __call__(self, question, context):
     seq = self.max_seq_length
+    question, context = requests.checked(
+        (question, context), requests.same_rows(question=question, context=context))
     context = _valid_utf8(context)
     batch = tf.shape(context, out_type=tf.int64)[0]
     query = self.tokenizer.tokenize(question)[:, :self.max_query_length]
@@ -259,7 +271,7 @@ class SquadServing(tf.Module):
              + 0.01 * tf.cast(w_len[:, None], tf.float32))
     score = tf.where(inside, score, _NEG_INF)
     dense = tf.RaggedTensor.from_value_rowids(score, example, nrows=batch).to_tensor(_NEG_INF)
-    best_window = tf.argmax(dense, axis=1)  # [batch, longest]
+    best_window = _argmax_over_windows(dense)  # [batch, longest]
 
     position = tf.range(seq, dtype=tf.int64)[None, :]
     in_doc = (position >= doc_offset[:, None]) & (position < (doc_offset + w_len)[:, None])
@@ -276,7 +288,7 @@ class SquadServing(tf.Module):
     # The best window of each example, then the answer's bytes and characters.
     per_example = tf.RaggedTensor.from_value_rowids(span_score, example, nrows=batch)
     has_window = count > 0
-    best_k = tf.argmax(per_example.to_tensor(_NEG_INF), axis=1)
+    best_k = _argmax_over_windows(per_example.to_tensor(_NEG_INF))
     best_k = tf.where(has_window, best_k, 0)
     chosen = tf.minimum(window_index.row_starts() + best_k, tf.maximum(windows - 1, 0))
     score = tf.where(has_window, tf.gather(tf.concat([span_score, [_NEG_INF]], 0),

@@ -6,6 +6,7 @@ Serving can be sent plain strings: `{"instances": [{"text": "the [MASK] sat on t
 
 import tensorflow as tf
 
+from albert_tf.export import requests
 from albert_tf.export.preprocessing import InGraphTokenizer, pack_inputs
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.modeling.activations import plain_activations
@@ -43,9 +44,13 @@ def encode_with_masks_python(tokenizer, text):
 class FillMaskModel(tf.Module):
   """Text with [MASK]s -> the top-k tokens and probabilities at each mask (up to max_masks).
 
-  Outputs, batch first: `masked_positions` int32 [batch, max_masks] (-1 where no mask),
-  `top_ids` int32 [batch, max_masks, k], `top_tokens` string [batch, max_masks, k],
+  Outputs, batch first: `masked_positions` int32 [batch, max_masks] (-1 after a text's last
+  mask), `top_ids` int32 [batch, max_masks, k], `top_tokens` string [batch, max_masks, k],
   `top_scores` float32 [batch, max_masks, k] (softmax probabilities).
+
+  A text with no [MASK] (say one written with "<mask>"), more than max_masks of them, or one
+  past the max_seq_length - 2 tokens read is an INVALID_ARGUMENT naming its row: each would
+  otherwise lose masks without a word.
   """
 
   def __init__(self, pretrainer, tokenizer, mask_id, vocab_pieces, max_seq_length=128, top_k=5,
@@ -64,6 +69,17 @@ class FillMaskModel(tf.Module):
     inputs = pack_inputs(ids, max_seq_length=self.max_seq_length,
                          cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
     is_mask = tf.equal(inputs["input_word_ids"], self.mask_id)
+    masks = tf.reduce_sum(tf.cast(tf.equal(ids, self.mask_id), tf.int32), axis=1)
+    read = tf.reduce_sum(tf.cast(is_mask, tf.int32), axis=1)
+    rules = [
+        requests.every_row(masks > 0, "text row {} has no [MASK] to fill (write the literal "
+                           "[MASK] where a token is wanted)"),
+        requests.every_row(tf.equal(read, masks), "text row {} has a [MASK] after the "
+                           f"{self.max_seq_length - 2} tokens this model reads "
+                           "(max_seq_length)"),
+        requests.every_row(masks <= self.max_masks, "text row {} has {} [MASK]s; this model "
+                           f"fills at most {self.max_masks} (max_masks)", masks)]
+    inputs, is_mask = requests.checked((inputs, is_mask), rules)
     positions = tf.ragged.boolean_mask(
         tf.broadcast_to(tf.range(self.max_seq_length), tf.shape(is_mask)), is_mask)
     positions = positions.to_tensor(default_value=-1,
@@ -92,6 +108,11 @@ class ClassifierServing(tf.Module):
   """Raw text (one or two fields) -> label ids, label names and probabilities (or a score).
   Each request is packed to its longest text (`trim_padding`), at most `max_seq_length`.
 
+  A request whose text_a and text_b differ in rows, or with a text_a of no tokens (empty or
+  whitespace), is an INVALID_ARGUMENT naming the input and row (an empty text_b is one
+  segment, as in fine-tuning); texts past max_seq_length are cut as fine-tuning cuts them.
+  `encoded` checks its ids as the encoder SavedModel does.
+
   Signatures: `serving_default(text_a)` and `text_pair(text_a, text_b)`; classification
   returns `label_ids` int32 [batch], `label_names` string [batch], `probabilities` float32
   [batch, num_labels]; regression returns `scores` float32 [batch]. `encoded(input_word_ids,
@@ -113,25 +134,29 @@ class ClassifierServing(tf.Module):
     return {"label_ids": label_ids, "label_names": tf.gather(self.labels, label_ids),
             "probabilities": tf.nn.softmax(logits)}
 
+  def _pack(self, ids_a, ids_b=None):
+    ids_a = requests.checked(ids_a, [requests.has_tokens("text_a", ids_a)])
+    return pack_inputs(ids_a, ids_b, max_seq_length=self.max_seq_length,
+                       cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
+
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
   def __call__(self, text_a):
-    return self._predict(pack_inputs(
-        self.tokenizer.tokenize(text_a), max_seq_length=self.max_seq_length,
-        cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id))
+    return self._predict(self._pack(self.tokenizer.tokenize(text_a)))
 
   @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
                                 for n in INPUT_NAMES])
   def encoded(self, input_word_ids, input_mask, input_type_ids):
     inputs = dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))
+    inputs = requests.checked(inputs, requests.encoder_inputs(inputs, self.classifier.config))
     return {"logits": tf.cast(self.classifier(inputs, training=False), tf.float32)}
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                 tf.TensorSpec([None], tf.string, name="text_b")])
   def text_pair(self, text_a, text_b):
-    return self._predict(pack_inputs(
-        self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
-        max_seq_length=self.max_seq_length, cls_id=self.tokenizer.cls_id,
-        sep_id=self.tokenizer.sep_id))
+    text_a, text_b = requests.checked((text_a, text_b),
+                                      requests.same_rows(text_a=text_a, text_b=text_b))
+    return self._predict(self._pack(self.tokenizer.tokenize(text_a),
+                                    self.tokenizer.tokenize(text_b)))
 
 
 def _save(module, export_dir, signatures):

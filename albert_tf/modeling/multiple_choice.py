@@ -31,7 +31,9 @@ class AlbertMultipleChoice(tf_keras.Model):
   def call(self, inputs, training=None):
     ids = inputs["input_word_ids"]
     batch, choices = tf.shape(ids)[0], tf.shape(ids)[1]
-    rows = {n: tf.reshape(inputs[n], [batch * choices, -1]) for n in INPUT_NAMES}
+    seq = ids.shape[2] if ids.shape[2] is not None else tf.shape(ids)[2]
+    # The sequence length is given, not inferred: an empty batch has no size to infer it from.
+    rows = {n: tf.reshape(inputs[n], [batch * choices, seq]) for n in INPUT_NAMES}
     pooled = self.encoder(rows, training=training)["pooled_output"]
     return tf.reshape(self.head(pooled, training=training), [batch, choices])
 
