@@ -13,6 +13,7 @@ import sys
 from absl import app
 from absl import flags
 
+from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
 from albert_tf.training import PretrainingOptions, run_pretraining
 from core_flags import define_core_flags, options_from_flags, run_job
 

@@ -5,6 +5,13 @@ does not pay for TensorFlow's import.
 """
 
 import importlib
+import sys
+
+# `python -m albert_tf.<tool>`: runpy imports this package first, while sys.argv[0] is "-m".
+# The tools then start as quietly as the scripts do (quiet.py); importers of albert_tf do not.
+if (sys.argv[:1] == ["-m"] and
+    sys.orig_argv[-len(sys.argv)].removeprefix("-m").split(".")[0] == __name__):
+  from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import
 
 _EXPORTS = {
     "AlbertConfig": "albert_tf.config",

@@ -216,8 +216,7 @@ def main(argv=None):
                       help="exit with status 3 unless the loss fell and MLM accuracy rose")
   args = parser.parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  return run(args)
+  return run(args)  # (started with -m, TensorFlow's start-up is quiet: albert_tf/quiet.py)
 
 
 if __name__ == "__main__":
