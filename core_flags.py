@@ -12,7 +12,7 @@ from absl import app
 from absl import flags
 
 from albert_tf import huggingface
-from albert_tf.core import PRECISIONS, Preempted
+from albert_tf.core import PRECISIONS, Preempted, sigterm_raises
 from albert_tf.distribute import STRATEGIES, create_strategy
 
 FLAGS = flags.FLAGS
@@ -122,14 +122,20 @@ def _huggingface_start_defaults(values):
 
 def run_job(job, options):
   """Runs `job(options, strategy)` and returns the exit code: 0 when done or preempted
-  (SIGTERM: a checkpoint was saved; the same command resumes), 1 with one line on bad input."""
+  (SIGTERM: a checkpoint was saved; the same command resumes), 1 with one line on bad input.
+
+  SIGTERM outside the training loop (building features, evaluating, predicting, exporting)
+  stops at once and exits 0 too: those outputs appear only whole, and the same command
+  does that work again.
+  """
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
   logging.getLogger().setLevel(logging.INFO)
   strategy_name = "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy
   try:
-    strategy = create_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
-                               FLAGS.master)
-    job(options, strategy)
+    with sigterm_raises("the job, outside its training loop"):
+      strategy = create_strategy(strategy_name, FLAGS.tpu_name, FLAGS.tpu_zone,
+                                 FLAGS.gcp_project, FLAGS.master)
+      job(options, strategy)
   except Preempted as e:
     logging.warning("%s", e)
     return 0

@@ -10,16 +10,22 @@ Chinese (albert_zh) with whole-word masking of jieba words:
 
   python create_pretraining_data.py --input_file=zh.txt --output_file=zh.tfrecord \
       --vocab_file=albert_zh/vocab.txt --word_segmentation=jieba
+
+SIGINT (Ctrl-C) or SIGTERM stops the workers at once and removes the temporary shards, with
+exit status 130 or 143 (128 + the signal): nothing is written under the output names until the
+whole job has succeeded. A rerun removes what a run killed outright (SIGKILL) left.
 """
 
 import logging
+import signal
 import sys
 
 from absl import app
 from absl import flags
 
-from albert_tf.data.create import (WORD_SEGMENTATIONS, CreationOptions, create_pretraining_data,
-                                   expand_input_files)
+from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.data.create import (WORD_SEGMENTATIONS, CreationOptions, Interrupted,
+                                   create_pretraining_data, expand_input_files)
 
 FLAGS = flags.FLAGS
 _DEFAULTS = CreationOptions()
@@ -90,6 +96,10 @@ def main(argv):
   except (OSError, ValueError, LookupError) as e:
     logging.error("%s", e)
     return 1
+  except KeyboardInterrupt:
+    return 128 + signal.SIGINT
+  except Interrupted as e:
+    return 128 + e.signal_number
   return 0
 
 

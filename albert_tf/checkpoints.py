@@ -230,6 +230,59 @@ def _is_tf1(names):
   return any(n.startswith(("bert/", "cls/", HUB_PREFIX + "bert/")) for n in names)
 
 
+# What each source format is, as its own names tell it (convert.py's --from names these).
+FORMAT_NAMES = {
+    "tf1": "an original TF1 checkpoint ('bert/...' names, Google's or brightmart/albert_zh's "
+           "layout)",
+    "native": "an albert-tf checkpoint (tf.train.Checkpoint names 'encoder/...')",
+    "huggingface": "a Hugging Face directory (config.json + model.safetensors)",
+    "savedmodel": "an encoder SavedModel (export_savedmodel.py)",
+}
+
+
+def source_format(path):
+  """"huggingface", "savedmodel", "tf1" or "native": what `path` holds, told by its files and
+  its variables' own names, never by what a caller says it is."""
+  if huggingface.is_huggingface_dir(path):
+    return "huggingface"
+  if tf.io.gfile.exists(os.path.join(os.fspath(path), "saved_model.pb")):
+    return "savedmodel"
+  prefix = resolve_checkpoint_path(path)
+  return _names_format(open_reader(prefix).get_variable_to_shape_map(), prefix)
+
+
+def _names_format(names, prefix):
+  if _is_tf1(names):
+    return "tf1"
+  if any(".ATTRIBUTES/VARIABLE_VALUE" in n for n in names):
+    return "native"
+  raise CheckpointError(f"{prefix} is neither an original ALBERT checkpoint (no 'bert/' "
+                        "names) nor an albert-tf checkpoint")
+
+
+def open_reader(prefix):
+  """tf.train.load_checkpoint(prefix), with a damaged index named instead of TF's traceback."""
+  try:
+    return tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(f"cannot read checkpoint {prefix}: {getattr(e, 'message', e)} "
+                          f"(is {prefix}.index damaged or truncated?)") from None
+
+
+def _read_tensors(reader, names, prefix):
+  """{name: ndarray} of checkpoint variables `names`, all read before any is assigned (so a
+  damaged data file leaves the model untouched and is named, not a traceback)."""
+  values = {}
+  for name in names:
+    try:
+      values[name] = reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError) as e:
+      raise CheckpointError(f"cannot read variable '{name}' of checkpoint {prefix}: "
+                            f"{getattr(e, 'message', e)} (are its .data files damaged or "
+                            "truncated?)") from None
+  return values
+
+
 _GROUP = re.compile(r"(group_)(\d+)(/|\.S)")
 
 
@@ -258,18 +311,10 @@ def load_checkpoint(model, path, init_from_group0=False):
     logger.info(report.summary())
     return report
   prefix = resolve_checkpoint_path(path)
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-  except (tf.errors.OpError, ValueError) as e:
-    raise CheckpointError(f"cannot read checkpoint {prefix}: {e}") from None
+  reader = open_reader(prefix)
   shapes = reader.get_variable_to_shape_map()
-  if _is_tf1(shapes):
-    report = _load_tf1(model, reader, shapes, prefix, init_from_group0)
-  elif any(".ATTRIBUTES/VARIABLE_VALUE" in n for n in shapes):
-    report = _load_native(model, reader, shapes, prefix, init_from_group0)
-  else:
-    raise CheckpointError(f"{prefix} is neither an original ALBERT checkpoint (no 'bert/' "
-                          "names) nor an albert-tf checkpoint")
+  load = _load_tf1 if _names_format(shapes, prefix) == "tf1" else _load_native
+  report = load(model, reader, shapes, prefix, init_from_group0)
   logger.info(report.summary())
   return report
 
@@ -346,8 +391,9 @@ def _load_tf1(model, reader, shapes, prefix, init_from_group0=False):
     raise CheckpointError(f"no variable of {prefix} matches this model; names like "
                           f"{sorted(available)[:3]} were found")
   _check_encoder_complete([n for n in missing if n.startswith("bert/")], prefix)
+  values = _read_tensors(reader, sorted({available[sources[n]] for n in loaded}), prefix)
   for name in loaded:
-    targets[name].assign(reader.get_tensor(available[sources[name]]))
+    targets[name].assign(values[available[sources[name]]])
   unused = sorted(set(available) - set(sources.values()))
   return LoadReport(prefix, "tf1", loaded, unused, missing, skipped,
                     [targets[n] for n in loaded])
@@ -365,6 +411,14 @@ def _load_huggingface(model, directory, init_from_group0=False):
     arrays, unused = huggingface.to_tf1_names(huggingface.read_huggingface_weights(directory))
   except ValueError as e:
     raise CheckpointError(str(e)) from None
+  unknown = huggingface.unknown_architecture(
+      huggingface.read_json(os.path.join(directory, huggingface.CONFIG_FILE)))
+  heads = sorted(n for n in arrays if not n.startswith("bert/")) if unknown else []
+  if heads:  # the encoder is ALBERT's, the head is not one of ours: never loaded as one
+    logger.warning("%s is an %s, which has no albert-tf model: its encoder is loaded, its head "
+                   "(%s) is not", directory, unknown, ", ".join(map(huggingface.hf_name, heads)))
+    unused += [huggingface.hf_name(n) for n in heads]
+    arrays = {n: v for n, v in arrays.items() if n.startswith("bert/")}
   shapes = {name: list(value.shape) for name, value in arrays.items()}
   targets = tf1_variable_map(model)
   loaded, missing, sources = _match(targets, {k: k for k in arrays}, shapes, directory,
@@ -417,6 +471,9 @@ def _native_variable_keys(checkpoint):
   return keys
 
 
+_TRAINING_STATE = ("optimizer", "save_counter", "distill_projection")
+
+
 def _load_native(model, reader, shapes, prefix, init_from_group0=False):
   roots = {n.split("/")[0] for n in shapes}
   if "encoder" not in roots:
@@ -429,12 +486,14 @@ def _load_native(model, reader, shapes, prefix, init_from_group0=False):
   loaded, missing, sources = _match(targets, {k: k for k in shapes}, shapes, prefix,
                                     init_from_group0)
   _check_encoder_complete([k for k in missing if k.startswith("encoder/")], prefix)
+  values = _read_tensors(reader, sorted(set(sources.values())), prefix)
   for key in loaded:
-    targets[key].assign(reader.get_tensor(sources[key]))
+    targets[key].assign(values[sources[key]])
   variables = [n for n in shapes if n.endswith("/.ATTRIBUTES/VARIABLE_VALUE")]
-  # A training checkpoint's optimizer state (slots, iterations, ...) is counted, not listed.
+  # A training checkpoint's state (optimizer slots, iterations, distillation's projection of
+  # the student's hidden states onto the teacher's) is counted, not listed: no model has it.
   state = {n for n in variables
-           if ".OPTIMIZER_SLOT/" in n or n.split("/")[0] in ("optimizer", "save_counter")}
+           if ".OPTIMIZER_SLOT/" in n or n.split("/")[0] in _TRAINING_STATE}
   unused = sorted(set(variables) - set(sources.values()) - state)
   return LoadReport(prefix, "native", sorted(loaded), unused, sorted(missing), sorted(state),
                     [targets[k] for k in loaded])

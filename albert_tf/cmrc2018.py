@@ -89,9 +89,21 @@ def exact_match(golds, prediction):
 def evaluate(dataset, predictions):
   """EM, F1 and AVERAGE (0-100) of `predictions` {id: text} over every question of
   `dataset` (a SQuAD-style `data` list), with TOTAL questions and SKIP (those without a
-  prediction, scored 0)."""
+  prediction, scored 0). Ids must be unique: `predictions` cannot tell two questions of one
+  id apart (ValueError naming the ids)."""
   em = f1 = 0.0
   total = skipped = 0
+  seen, shared = set(), []
+  for article in dataset:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        if qa["id"] in seen:
+          shared.append(qa["id"])
+        seen.add(qa["id"])
+  if shared:
+    raise ValueError(f"question id(s) used more than once: {', '.join(map(str, shared[:10]))}"
+                     f"{' ...' if len(shared) > 10 else ''}; predictions keyed by id cannot "
+                     "score them")
   for article in dataset:
     for paragraph in article["paragraphs"]:
       for qa in paragraph["qas"]:

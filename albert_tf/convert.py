@@ -79,7 +79,7 @@ def _tf1_shapes(fmt, path):
   if fmt == "huggingface":
     return huggingface.to_tf1_shapes(huggingface.read_huggingface_shapes(path))
   prefix = checkpoints.resolve_checkpoint_path(path)
-  shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  shapes = checkpoints.open_reader(prefix).get_variable_to_shape_map()
   if fmt == "tf1":
     return {n[len(checkpoints.HUB_PREFIX):] if n.startswith(checkpoints.HUB_PREFIX) else n: s
             for n, s in shapes.items()}
@@ -106,6 +106,12 @@ def _detect_head(fmt, path, requested, hf_values=None):
   architectures = (hf_values or {}).get("architectures") or []
   if architectures and architectures[0] == "AlbertForMultipleChoice":
     head = "multiple_choice"
+  unknown = huggingface.unknown_architecture(hf_values)
+  if unknown and requested != "encoder":
+    raise ValueError(f"{path}: config.json's architectures is {unknown}, which has no "
+                     "albert-tf model (these do: "
+                     f"{', '.join(sorted(huggingface.HEAD_OF_ARCHITECTURE))}); --head=encoder "
+                     "converts its encoder alone")
   num_labels = None
   if head == "classification":
     num_labels = shapes["output_weights"][0]
@@ -139,26 +145,55 @@ def _config_for(fmt, path, albert_config_file):
                    f"{path})")
 
 
+def _check_format(fmt, path):
+  """Refuses a source whose own names say it is not `fmt` (read as another format, a TF1
+  checkpoint lost its head and the conversion still succeeded)."""
+  try:
+    found = checkpoints.source_format(path)
+  except FileNotFoundError:
+    if fmt != "huggingface":
+      raise
+    raise FileNotFoundError(f"{path} is not a Hugging Face directory (config.json and "
+                            "model.safetensors)") from None
+  if found != fmt:
+    hint = (f"pass --from={found}" if found in FORMATS else
+            f"--from reads {', '.join(FORMATS)}; fine-tune from it with "
+            "--albert_hub_module_handle")
+    raise ValueError(f"--from={fmt}, but {path} is {checkpoints.FORMAT_NAMES[found]}: {hint}")
+
+
+def _check_nothing_dropped(converted, path, requested):
+  """Every weight of the source has a place in the model written, unless --head=encoder
+  asked for the encoder alone."""
+  unused = converted.report.unused
+  if unused and requested != "encoder":
+    raise ValueError(f"{path}: {len(unused)} weight(s) have no place in a {converted.head} model "
+                     f"and would be dropped: {', '.join(unused[:5])}"
+                     f"{' ...' if len(unused) > 5 else ''}; --head=encoder converts the "
+                     "encoder alone")
+
+
 def read(fmt, path, albert_config_file=None, head="auto", spm_model_file=None, vocab_file=None,
          do_lower_case=None):
   """Reads a checkpoint of format `fmt` into a fresh model; returns a `Converted`."""
   if fmt not in FORMATS:
     raise ValueError(f"--from={fmt!r}: one of {', '.join(FORMATS)}")
   path = os.fspath(path)
+  _check_format(fmt, path)
   hf_values = None
   if fmt == "huggingface":
-    if not huggingface.is_huggingface_dir(path):
-      raise FileNotFoundError(f"{path} is not a Hugging Face directory (config.json and "
-                              "model.safetensors)")
     hf_values = huggingface.read_json(os.path.join(path, huggingface.CONFIG_FILE))
     spm_model_file, vocab_file, do_lower_case = huggingface.tokenizer_defaults(
         path, spm_model_file, vocab_file, do_lower_case)
   config = _config_for(fmt, path, albert_config_file)
+  requested = head
   head, num_labels = _detect_head(fmt, path, head, hf_values)
   model = build_model(config, head, num_labels)
   report = checkpoints.load_checkpoint(model, path)
-  return Converted(model, config, head, report, num_labels, spm_model_file, vocab_file,
-                   True if do_lower_case is None else bool(do_lower_case))
+  converted = Converted(model, config, head, report, num_labels, spm_model_file, vocab_file,
+                        True if do_lower_case is None else bool(do_lower_case))
+  _check_nothing_dropped(converted, path, requested)
+  return converted
 
 
 def _loaded_arrays(converted):

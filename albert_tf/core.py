@@ -14,7 +14,8 @@ for every task:
 - the guards: a non-finite loss stops at the step that produced it and sets aside the
   checkpoints of bad weights; failed checkpoint writes are one clear error;
 - SIGTERM (preemption) ends the loop within one step, saves a checkpoint and raises
-  `Preempted`, so the scripts exit 0 and the same command resumes.
+  `Preempted`, so the scripts exit 0 and the same command resumes; outside the loop (a dev
+  evaluation, the job's export) `sigterm_raises` stops the work at once.
 
 orbit's `Controller` drives the loop (inner loops of `iterations_per_loop` steps, cut at
 checkpoint steps; train summaries; its progress line). The core implements orbit's
@@ -69,15 +70,63 @@ class CoreOptions:
   log_every_seconds: float = 10.0
   checkpoint_input_pipeline: bool = True
 
+  # What a value must be to mean anything (`check_options`); None is "not given".
+  BOUNDS = {"train_batch_size": ">= 1", "learning_rate": "> 0", "weight_decay_rate": ">= 0",
+            "save_checkpoints_steps": ">= 1", "keep_checkpoint_max": ">= 1",
+            "iterations_per_loop": ">= 1", "gradient_accumulation_steps": ">= 1",
+            "seed": ">= 0", "log_every_seconds": ">= 0"}
 
-class Preempted(Exception):
-  """SIGTERM stopped training; `checkpoint` holds the state to resume from."""
 
-  def __init__(self, checkpoint, step):
-    super().__init__(f"stopped by SIGTERM at step {step}; saved {checkpoint}: run the same "
-                     "command again to resume")
+def _allows(rule, value):
+  """Whether `value` meets `rule`: ">= 1", "> 0", "in [0, 1]" or "in [0, 1)"."""
+  if rule.startswith("in "):
+    low, high = (float(x) for x in rule[4:-1].split(","))
+    return low <= value and (value < high if rule.endswith(")") else value <= high)
+  op, bound = rule.split()
+  return value >= float(bound) if op == ">=" else value > float(bound)
+
+
+def check_options(options):
+  """Refuses option values that cannot mean anything (a batch of 0, negative steps, a student
+  of 0 layers), naming the flag and the rule, before any work: such a value is never replaced
+  by a default nor left to fail later under another name.
+
+  Each options dataclass lists its rules in a `BOUNDS` class attribute ({field: rule}) and the
+  flags named otherwise than their fields in `FLAG_NAMES`; nested options (distillation's)
+  are checked too.
+  """
+  for klass in type(options).__mro__:
+    for name, rule in vars(klass).get("BOUNDS", {}).items():
+      value = getattr(options, name)
+      if value is not None and not _allows(rule, value):
+        flag = getattr(options, "FLAG_NAMES", {}).get(name, name)
+        raise ValueError(f"--{flag} must be {rule}, got {value!r}")
+  for field in dataclasses.fields(options):
+    value = getattr(options, field.name)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+      check_options(value)
+
+
+class Preempted(BaseException):
+  """SIGTERM stopped the job; `checkpoint` holds the state to resume from.
+
+  `during` names the work outside the training loop that it stopped (an evaluation, the
+  export), which the same command does again. A BaseException, as KeyboardInterrupt: a
+  request to stop that no `except Exception` on the way may swallow.
+  """
+
+  def __init__(self, checkpoint, step, during=None):
+    if during is None:
+      message = (f"stopped by SIGTERM at step {step}; saved {checkpoint}: run the same "
+                 "command again to resume")
+    else:
+      saved = f" ({checkpoint} is saved)" if checkpoint else ""
+      message = (f"stopped by SIGTERM during {during}{saved}; its outputs appear only "
+                 "whole: run the same command again to finish the job")
+    super().__init__(message)
     self.checkpoint = checkpoint
     self.step = step
+    self.during = during
 
 
 class Task:
@@ -122,6 +171,10 @@ class Task:
   def progress(self, results):
     """Extra fields of the progress line."""
     return ""
+
+  def train_steps_flag(self):
+    """The flag that set the step budget, with its value (for messages)."""
+    return f"--num_train_steps={self.core.train_steps}"
 
   def locate_bad_record(self, error):
     """An error naming the input file behind a record error, or None."""
@@ -191,9 +244,9 @@ class TrainingCore(orbit.AbstractTrainer):
     task.core = self
     self.strategy = strategy or tf.distribute.get_strategy()
     self.train_steps = train_steps
+    self.do_train = do_train
+    check_options(o)
     k = o.gradient_accumulation_steps
-    if k < 1:
-      raise ValueError("--gradient_accumulation_steps must be at least 1")
     replicas = self.strategy.num_replicas_in_sync
     if do_train and o.train_batch_size % (replicas * k):
       raise ValueError(f"--train_batch_size={o.train_batch_size} is not divisible by "
@@ -245,10 +298,25 @@ class TrainingCore(orbit.AbstractTrainer):
       status.assert_existing_objects_matched()
       status.expect_partial()  # eval-only runs have no optimizer slots to restore into
       logger.info("Resumed from %s at step %d", latest, self.global_step)
+      self._check_step_budget(latest)
     else:
       task.initialize(self.model)
     self._restored = latest
     return latest
+
+  def _check_step_budget(self, latest):
+    """A step budget below the step resumed from would train nothing, without a word."""
+    step = self.global_step
+    if not self.do_train or step < self.train_steps:
+      return
+    if step == self.train_steps:
+      logger.info("%s is reached already (%s): nothing left to train",
+                  self.task.train_steps_flag(), latest)
+      return
+    raise ValueError(f"{self.task.train_steps_flag()} is below step {step} of {latest}, which "
+                     f"this run resumes from: nothing would be trained. Give more than {step} "
+                     "steps to train on, leave out --do_train to only evaluate or predict, or "
+                     "use a new --output_dir to start again")
 
   # --- the loop -----------------------------------------------------------------------------
   def _build_train_loop(self):
@@ -348,7 +416,8 @@ class TrainingCore(orbit.AbstractTrainer):
     `save_checkpoints_steps` and at the end, then `on_checkpoint(path)` (dev evaluation, say).
 
     `history` (a list) receives each loop's results with its step. Raises `Preempted` after
-    SIGTERM, once the checkpoint of the current step is written.
+    SIGTERM, once the checkpoint of the current step is written; a SIGTERM during
+    `on_checkpoint` stops it at once (its checkpoint is written; the caller redoes its work).
     """
     o = self.options
     self.restore_or_initialize()
@@ -373,7 +442,11 @@ class TrainingCore(orbit.AbstractTrainer):
       if step % o.save_checkpoints_steps == 0 or step == self.train_steps:
         saved = guards.save_checkpoint(self.manager, step)
         if on_checkpoint is not None:
-          on_checkpoint(saved)
+          if bool(self._stop.numpy()):  # SIGTERM came while saving
+            raise Preempted(saved, step)
+          # A dev evaluation takes minutes: SIGTERM ends it at once rather than after it.
+          with sigterm_raises(f"the evaluation at step {step}", saved, step):
+            on_checkpoint(saved)
 
     def steps_in_next_loop(step):  # inner loops end at checkpoint steps
       next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
@@ -386,6 +459,8 @@ class TrainingCore(orbit.AbstractTrainer):
     self._stop.assign(False)
     with _sigterm_stops(self._stop):
       controller.train(self.train_steps, checkpoint_at_completion=False)
+    if bool(self._stop.numpy()):  # SIGTERM during the last save: its checkpoint is written
+      raise Preempted(self.manager.latest_checkpoint, self.global_step)
     return progress.last
 
 
@@ -437,7 +512,7 @@ def _sigterm_stops(stop):
       if not data:
         return
       if signal.SIGTERM in data:
-        logger.warning("SIGTERM: stopping after this step to save a checkpoint")
+        logger.warning("SIGTERM: stopping, with a checkpoint of this step")
         stop.assign(True)
 
   previous_handler = signal.signal(signal.SIGTERM, lambda signum, frame: None)
@@ -452,6 +527,29 @@ def _sigterm_stops(stop):
     os.close(write_fd)
     watcher.join(timeout=5)
     os.close(read_fd)
+
+
+@contextlib.contextmanager
+def sigterm_raises(during, checkpoint=None, step=None):
+  """While inside (in the main thread), SIGTERM raises `Preempted` at once, wherever the job
+  is: for the work outside the training loop (features, evaluations, predictions, exports).
+  What that work writes appears only whole (temporary names, renamed when complete) and the
+  same command does it again, so stopping half-way loses nothing; waiting for its end could
+  outlast a scheduler's grace period. Nests: the innermost `during` names the work.
+  """
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+
+  def stop(signum, frame):
+    del signum, frame
+    raise Preempted(checkpoint, step, during)
+
+  previous_handler = signal.signal(signal.SIGTERM, stop)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous_handler)
 
 
 def _write_dir(output_dir, strategy):

@@ -24,6 +24,7 @@ from albert_tf import guards
 from albert_tf import huggingface
 from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.core import check_options
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -43,9 +44,25 @@ class DistillOptions:
   layer_map: str = None
   student_num_hidden_layers: int = None
 
+  # Checked with the classifier's options (core.check_options), under their flags' names.
+  BOUNDS = {"temperature": "> 0", "alpha": "in [0, 1]", "hidden_weight": ">= 0",
+            "student_num_hidden_layers": ">= 1"}
+  FLAG_NAMES = {"temperature": "distill_temperature", "alpha": "distill_alpha",
+                "hidden_weight": "distill_hidden_weight", "layer_map": "distill_layer_map"}
+
   @property
   def enabled(self):
     return bool(self.teacher_checkpoint or self.teacher_export_dir)
+
+  def check_teacher_given(self):
+    """Distillation flags without a teacher would be ignored without a word: refused."""
+    if self.enabled:
+      return
+    given = [f"--{self.FLAG_NAMES.get(f.name, f.name)}" for f in dataclasses.fields(self)
+             if getattr(self, f.name) != f.default]
+    if given:
+      raise ValueError(f"{', '.join(given)}: distillation flags need a teacher "
+                       "(--teacher_checkpoint or --teacher_export_dir)")
 
 
 def soft_target_loss(student_logits, teacher_logits, temperature):
@@ -99,6 +116,12 @@ def teacher_config(options, student_config_file):
   candidates.append(student_config_file)
   for path in candidates:
     if path and tf.io.gfile.exists(path):
+      if path == student_config_file and path != options.teacher_config_file:
+        # With shared layers a teacher of another depth has the same variables: it would load
+        # and run at the student's depth without an error.
+        logger.warning("No config beside the teacher %s: it is taken to be the student's %s "
+                       "(pass --teacher_config_file if it differs)",
+                       options.teacher_checkpoint or options.teacher_export_dir, path)
       return AlbertConfig.from_json_file(path), path
   raise ValueError("no teacher config: pass --teacher_config_file")
 
@@ -108,10 +131,7 @@ class Distiller:
 
   def __init__(self, options, student_config, num_labels, regression, student_config_file):
     self.options = o = options
-    if not 0.0 <= o.alpha <= 1.0:
-      raise ValueError(f"--distill_alpha={o.alpha} must be in [0, 1]")
-    if o.temperature <= 0:
-      raise ValueError(f"--distill_temperature={o.temperature} must be positive")
+    check_options(o)
     if o.teacher_checkpoint and o.teacher_export_dir:
       raise ValueError("give --teacher_checkpoint or --teacher_export_dir, not both")
     if o.teacher_export_dir and o.hidden_weight:

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import os
-import shutil
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -22,7 +22,7 @@ from albert_tf import guards
 from albert_tf import tokenization
 from albert_tf.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.config import AlbertConfig
-from albert_tf.core import CoreOptions, Task, TrainingCore
+from albert_tf.core import CoreOptions, Task, TrainingCore, check_options, sigterm_raises
 from albert_tf.data import classification
 from albert_tf.distillation import DistillOptions
 from albert_tf.metrics import compute_metrics
@@ -47,6 +47,8 @@ class FineTuningOptions(CoreOptions):
   predict_batch_size: int = 8
   export_dir: str = None
 
+  BOUNDS = {"predict_batch_size": ">= 1"}
+
 
 @dataclasses.dataclass
 class ClassifierOptions(FineTuningOptions):
@@ -69,6 +71,10 @@ class ClassifierOptions(FineTuningOptions):
   csv_options: dict = dataclasses.field(default_factory=dict)
   distill: DistillOptions = None
 
+  BOUNDS = {"max_seq_length": ">= 3", "eval_batch_size": ">= 1", "train_step": ">= 1",
+            "warmup_step": ">= 0", "num_train_epochs": "> 0", "warmup_proportion": "in [0, 1)",
+            "layerwise_lr_decay": "> 0"}
+
 
 class FineTuner(Task):
   """What every fine-tuning job shares on the training core: the config and tokenizer, the
@@ -80,11 +86,13 @@ class FineTuner(Task):
 
   def __init__(self, options, strategy, train_steps, warmup_steps):
     o = options
+    check_options(o)
     self.options = o
     self.config_file = o.albert_config_file
     self.config = AlbertConfig.from_json_file(o.albert_config_file)
     self.distill = getattr(o, "distill", None)
     if self.distill is not None and not self.distill.enabled:
+      self.distill.check_teacher_given()
       self.distill = None
     if self.distill is not None and self.distill.student_num_hidden_layers:
       # The teacher's shared block applied fewer times: the same variables, fewer layers.
@@ -100,6 +108,11 @@ class FineTuner(Task):
       raise ValueError(f"the tokenizer has {self.tokenizer.vocab_size} entries but "
                        f"{o.albert_config_file} says vocab_size={self.config.vocab_size}")
     guards.check_writable(o.output_dir)
+    if o.export_dir:
+      check_export_dir(o.export_dir)
+    remove_interrupted_writes(o.output_dir, o.export_dir)
+    self.best_update_interrupted = self._finish_best_update()
+    self.read_data()
     self.train_steps = train_steps
     TrainingCore(self, o, strategy, train_steps, warmup_steps, do_train=o.do_train)
     self.strategy = self.core.strategy
@@ -107,6 +120,34 @@ class FineTuner(Task):
   def per_example_loss(self, model, batch):
     """float32 [per-replica batch] losses of `batch` in training mode."""
     raise NotImplementedError
+
+  # --- data ---------------------------------------------------------------------------------
+  def read_examples(self, split):
+    """The examples of `split` ("train", "dev" or "test") as the task reads them."""
+    raise NotImplementedError
+
+  def examples(self, split):
+    """The examples of `split`, read once per job."""
+    cache = self.__dict__.setdefault("_examples", {})
+    if split not in cache:
+      cache[split] = self.read_examples(split)
+    return cache[split]
+
+  def read_data(self):
+    """Reads every split the flags ask for before the model is built: a missing or broken dev
+    or test split must fail now, not after hours of training."""
+    for split, flag in (("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict")):
+      if getattr(self.options, flag, False):
+        try:
+          self.examples(split)
+        except FileNotFoundError as e:
+          raise FileNotFoundError(f"--{flag}: {e}") from None
+
+  def train_steps_flag(self):
+    o = self.options
+    if getattr(o, "num_train_epochs", None) is not None:
+      return f"--num_train_epochs={o.num_train_epochs:g} ({self.train_steps} steps)"
+    return f"--train_step={o.train_step}"
 
   def train_loss(self, model, batch, normalizers):
     return tf.reduce_sum(self.per_example_loss(model, batch)) / normalizers["examples"], None
@@ -139,24 +180,51 @@ class FineTuner(Task):
 
   def train_keeping_best(self, dataset, history=None):
     """Trains; with --do_eval, evaluates after every checkpoint and keeps the best one (by
-    `best_metric`) in output_dir/best with its results (best_results.txt)."""
+    `best_metric`) in output_dir/best with its results (best_results.txt).
+
+    A SIGTERM during the evaluation of a checkpoint (or while it was being kept as the best)
+    stops the job at once; resuming from that checkpoint evaluates it first.
+    """
+    o = self.options
     best = [self._best_score()]
+    self.restore_or_initialize()
+    step, latest = self.global_step, self.manager.latest_checkpoint
+    evaluated = _read_result(os.path.join(o.output_dir, "eval_results.txt"), "global_step")
+    if (o.do_eval and latest and (step % o.save_checkpoints_steps == 0 or
+                                  step == self.train_steps)
+        and (evaluated != step or self.best_update_interrupted)):
+      logger.info("Evaluating %s, which the run that saved it did not finish evaluating",
+                  latest)
+      with sigterm_raises(f"the evaluation at step {step}", latest, step):
+        best[0] = self._keep_if_best(latest, self.evaluate(), best[0])
 
     def on_checkpoint(saved):
-      if self.options.do_eval:
+      if o.do_eval:
         best[0] = self._keep_if_best(saved, self.evaluate(), best[0])
     return self.core.fit(dataset, on_checkpoint, history)
 
   def _best_score(self):
-    path = os.path.join(self.options.output_dir, "best", "best_results.txt")
-    if not tf.io.gfile.exists(path):
-      return None
-    with tf.io.gfile.GFile(path) as f:
-      for line in f:
-        key, _, value = line.partition(" = ")
-        if key == self.best_metric:
-          return float(value)
-    return None
+    return _read_result(os.path.join(self.options.output_dir, "best", "best_results.txt"),
+                        self.best_metric)
+
+  def _finish_best_update(self):
+    """`_keep_if_best` fills `best.tmp` (best_results.txt last), then swaps it for `best`: a
+    stop in between leaves `best.tmp`. Complete, it is swapped in now; incomplete, it is
+    removed and True returned (the checkpoint it was for is evaluated again)."""
+    folder = os.path.join(self.options.output_dir, "best")
+    tmp = folder + ".tmp"
+    if not tf.io.gfile.exists(tmp):
+      return False
+    if tf.io.gfile.exists(os.path.join(tmp, "best_results.txt")):
+      if tf.io.gfile.exists(folder):
+        tf.io.gfile.rmtree(folder)
+      tf.io.gfile.rename(tmp, folder)
+      logger.info("%s: finished replacing it by %s, which a stopped run had completed", folder,
+                  tmp)
+      return False
+    tf.io.gfile.rmtree(tmp)
+    logger.info("removed %s, left incomplete by a stopped run", tmp)
+    return True
 
   def _keep_if_best(self, saved, results, best):
     score = results[self.best_metric]
@@ -171,7 +239,7 @@ class FineTuner(Task):
       tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
     guards.write_results(os.path.join(tmp, "best_results.txt"), results)
     if tf.io.gfile.exists(folder):
-      shutil.rmtree(folder)
+      tf.io.gfile.rmtree(folder)
     tf.io.gfile.rename(tmp, folder)
     logger.info("New best %s = %.4f at step %d -> %s", self.best_metric, score,
                 results["global_step"], folder)
@@ -182,7 +250,8 @@ class ClassifierRunner(FineTuner):
   """Data, model, optimizer and checkpoints of one fine-tuning job."""
 
   def __init__(self, options, strategy=None):
-    o = options
+    o = self.options = options
+    check_options(o)  # before the epochs below turn into steps
     self.processor = classification.get_processor(o.task_name, **o.csv_options)
     self.regression = self.processor.is_regression
     self.labels = None if self.regression else self.processor.get_labels(
@@ -190,10 +259,7 @@ class ClassifierRunner(FineTuner):
     self.best_metric = self.processor.metric_names[0]
     train_steps, warmup_steps = o.train_step, o.warmup_step
     if o.num_train_epochs is not None and o.do_train:
-      if o.num_train_epochs <= 0 or not 0.0 <= o.warmup_proportion < 1.0:
-        raise ValueError(f"--num_train_epochs={o.num_train_epochs} must be positive and "
-                         f"--warmup_proportion={o.warmup_proportion} in [0, 1)")
-      examples = len(self.processor.get_train_examples(o.data_dir))
+      examples = len(self.examples("train"))
       train_steps = max(1, int(examples / o.train_batch_size * o.num_train_epochs))
       warmup_steps = int(train_steps * o.warmup_proportion)
       logger.info("--num_train_epochs=%g over %d training examples at batch %d: %d steps, "
@@ -226,12 +292,17 @@ class ClassifierRunner(FineTuner):
             "num_labels": 1 if self.regression else len(self.labels)}
 
   # --- data ---------------------------------------------------------------------------------
-  def _records(self, split):
-    """The split's examples and their cached TFRecord (built once per task, split and length)."""
+  def read_examples(self, split):
     o = self.options
     examples = getattr(self.processor, f"get_{split}_examples")(o.data_dir)
     if not examples:
       raise ValueError(f"the {split} split of {o.task_name} in {o.data_dir} is empty")
+    return examples
+
+  def _records(self, split):
+    """The split's examples and their cached TFRecord (built once per task, split and length)."""
+    o = self.options
+    examples = self.examples(split)
     folder = o.cached_dir or o.output_dir
     tf.io.gfile.makedirs(folder)
     path = os.path.join(folder, f"{self.processor.name}_{split}_{o.max_seq_length}.tf_record")
@@ -350,6 +421,8 @@ def reuse_or_build(path, key, build):
       if json.load(f).get("key") == key:
         return
     logger.info("%s was built from other data, vocabulary or flags; rebuilding it", path)
+  if tf.io.gfile.exists(sidecar):  # a rebuild stopped half-way must not pass for the old one
+    tf.io.gfile.remove(sidecar)
   count = build()
   guards.write_text_atomically(sidecar, json.dumps({"key": key, "examples": count}))
   logger.info("Wrote %d examples' features to %s", count, path)
@@ -357,18 +430,72 @@ def reuse_or_build(path, key, build):
 
 def run_phases(runner, options):
   """Resume or start, then train, evaluate, predict and export as the flags ask; returns the
-  last dev results (or None)."""
+  last dev results (or None). SIGTERM after training stops at once (`sigterm_raises`)."""
   runner.restore_or_initialize()
   results = None
   if options.do_train:
     runner.train()
   if options.do_eval:
-    results = runner.last_eval if options.do_train and runner.last_eval else runner.evaluate()
+    with sigterm_raises("the evaluation"):
+      results = (runner.last_eval if options.do_train and runner.last_eval
+                 else runner.evaluate())
   if options.do_predict:
-    runner.predict()
+    with sigterm_raises("the prediction"):
+      runner.predict()
   if options.export_dir:
-    runner.export()
+    with sigterm_raises(f"the export to {options.export_dir}"):
+      runner.export()
   return results
+
+
+def check_export_dir(export_dir):
+  """Before training: an export is written beside `export_dir` (`<export_dir>.tmp`) and
+  renamed into place, so the folder that holds it must be writable."""
+  guards.check_writable(os.path.dirname(export_dir.rstrip("/")) or ".",
+                        flag="--export_dir's folder")
+
+
+def check_cache_writable(flag, path):
+  """Before training: the folder of a feature cache that a late phase (evaluation, prediction)
+  will build must be writable now, not hours later."""
+  if path and not tf.io.gfile.exists(path):
+    guards.check_writable(os.path.dirname(path) or ".", flag=f"{flag}'s folder")
+
+
+# Left by a stopped write: the temporary of an atomic write (`<name>.tmp-<8 hex>`, guards'
+# and data's writers) or of `guards.check_writable`'s probe.
+_INTERRUPTED_WRITE = re.compile(r"\.tmp-[0-9a-f]{8}$|^\.write-test-[0-9a-f]{32}$")
+
+
+def remove_interrupted_writes(output_dir, export_dir=None):
+  """Removes what a stopped run (SIGKILL, or SIGTERM mid-write) left half-written in its
+  `output_dir` and the temporary folders of its export to `export_dir` (`<export_dir>.tmp*`).
+  Whole files are only ever renamed into place, so these are never anyone's results. (A
+  shared --cached_dir is left alone: another job may be writing its features there now.)"""
+  leftovers = []
+  if tf.io.gfile.isdir(output_dir):
+    leftovers += [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
+                  if _INTERRUPTED_WRITE.search(name.rstrip("/"))]
+  if export_dir:
+    leftovers += tf.io.gfile.glob(export_dir.rstrip("/") + ".tmp*")
+  for path in leftovers:
+    logger.info("removing %s, left by a stopped run", path)
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+    else:
+      tf.io.gfile.remove(path)
+
+
+def _read_result(path, key):
+  """The value of `key` in a results file (`key = value` lines), or None."""
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    for line in f:
+      name, _, value = line.partition(" = ")
+      if name == key:
+        return float(value)
+  return None
 
 
 def run_classifier(options, strategy=None):

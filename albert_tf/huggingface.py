@@ -41,6 +41,16 @@ ARCHITECTURES = {
 HEAD_OF_ARCHITECTURE = {v: k for k, v in ARCHITECTURES.items()}
 
 
+def unknown_architecture(values):
+  """config.json's architecture when albert-tf has no model of it (e.g.
+  AlbertForTokenClassification, whose `classifier` would pass for a sentence classifier's),
+  else None."""
+  architectures = (values.get("architectures") or []) if isinstance(values, dict) else []
+  if architectures and architectures[0] not in HEAD_OF_ARCHITECTURE:
+    return architectures[0]
+  return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Names. Each pair is (TF1 name, Hugging Face name, transposed?); `{g}` and `{k}` stand for the
 # group and the block inside it.
@@ -311,12 +321,12 @@ def is_huggingface_dir(path):
 
 
 def _weight_files(directory):
+  """{safetensors file: the tensor names the shard index maps to it (None: one file)}."""
   index = os.path.join(directory, WEIGHTS_INDEX_FILE)
   if os.path.exists(os.path.join(directory, WEIGHTS_FILE)):
-    return [os.path.join(directory, WEIGHTS_FILE)]
+    return {os.path.join(directory, WEIGHTS_FILE): None}
   if os.path.exists(index):
-    shards = sorted(set(read_json(index)["weight_map"].values()))
-    return [os.path.join(directory, s) for s in shards]
+    return _shards(directory, index)
   if os.path.exists(os.path.join(directory, "pytorch_model.bin")):
     raise ValueError(f"{directory} holds pytorch_model.bin (a torch pickle), which needs torch "
                      "to read; save it with safetensors (transformers' save_pretrained does by "
@@ -324,66 +334,133 @@ def _weight_files(directory):
   raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE}")
 
 
+def _shards(directory, index):
+  """The shards of `model.safetensors.index.json` ({"weight_map": {tensor: shard file}}); a
+  shard it names that the directory lacks is refused here, before any tensor is read."""
+  values = read_json(index)
+  weight_map = values.get("weight_map") if isinstance(values, dict) else None
+  if not (isinstance(weight_map, dict) and weight_map
+          and all(isinstance(f, str) for f in weight_map.values())):
+    raise ValueError(f"{index}: no 'weight_map' of tensor name -> shard file")
+  shards = {}
+  for name, shard in sorted(weight_map.items()):
+    shards.setdefault(os.path.join(directory, shard), set()).add(name)
+  missing = sorted(os.path.basename(s) for s in shards if not os.path.isfile(s))
+  if missing:
+    raise FileNotFoundError(f"{index} names {len(missing)} shard(s) that {directory} does not "
+                            f"have: {', '.join(missing)} (an incomplete download?)")
+  return shards
+
+
+# The numpy types of the safetensors dtypes read here (BF16's raw bits; widened to float32).
+_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
+           "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
+           "BOOL": np.bool_}
+_MAX_HEADER = 100_000_000  # the format's limit on the JSON header
+
+
+def _read_header(f, path):
+  """The safetensors layout: an 8-byte header size, a JSON header ({name: dtype, shape,
+  data_offsets}, and `__metadata__`), then the raw data. The header is checked against itself
+  and the file's size, so a truncated or damaged file is one error naming it and what is
+  wrong, before any tensor is read (the safetensors package would say only "incomplete
+  metadata", and not which file)."""
+  size = os.fstat(f.fileno()).st_size
+  if size < 8:
+    raise ValueError(f"{path}: not a safetensors file ({size} bytes, fewer than its 8-byte "
+                     "header size)")
+  length = int.from_bytes(f.read(8), "little")
+  if length > min(size - 8, _MAX_HEADER):
+    raise ValueError(f"{path}: truncated or not a safetensors file (its header size says "
+                     f"{length} bytes, the file has {size - 8} after it)")
+  try:
+    header = json.loads(f.read(length))
+  except (ValueError, UnicodeDecodeError):
+    header = None
+  if not isinstance(header, dict):
+    raise ValueError(f"{path}: not a safetensors file (unreadable header)")
+  header.pop("__metadata__", None)
+  data_end = 0
+  for name, info in header.items():
+    try:
+      dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+      elements, begin, end = int(np.prod(shape, dtype=np.int64)), int(begin), int(end)
+    except (TypeError, KeyError, ValueError):
+      raise ValueError(f"{path}: damaged header: tensor '{name}' has no valid dtype, shape "
+                       f"and data_offsets ({info!r:.200})") from None
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+      raise ValueError(f"{path}: tensor '{name}' has dtype {dtype}, not supported")
+    needed = elements * np.dtype(_DTYPES[dtype]).itemsize
+    if end - begin != needed or begin < 0:
+      raise ValueError(f"{path}: damaged header: tensor '{name}' ({dtype} {shape}) needs "
+                       f"{needed} bytes but its data_offsets span [{begin}, {end})")
+    data_end = max(data_end, end)
+  if data_end > size - 8 - length:
+    raise ValueError(f"{path} is truncated: its header describes {data_end} bytes of tensor "
+                     f"data, the file holds {size - 8 - length} (an interrupted download or "
+                     "copy? fetch the file again)")
+  return header
+
+
 def _load_safetensors(path):
   """{name: float32/int ndarray}; bfloat16 tensors (numpy has no such type) are widened."""
+  from safetensors import SafetensorError  # pylint: disable=g-import-not-at-top
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
   with open(path, "rb") as f:
-    if any(info["dtype"] == "BF16" for info in _read_header(f).values()):
+    if any(info["dtype"] == "BF16" for info in _read_header(f, path).values()):
       return _load_bfloat16_safetensors(path)
   try:
     out = load_file(path)
-  except (TypeError, ValueError, OSError) as e:
+  except (SafetensorError, TypeError, ValueError, OSError) as e:
     raise ValueError(f"cannot read {path}: {e}") from None
   return {n: v.astype(np.float32) if v.dtype == np.float16 else v for n, v in out.items()}
-
-
-def _read_header(f):
-  """The safetensors layout: an 8-byte header size, a JSON header ({name: dtype, shape,
-  data_offsets}, and `__metadata__`), then the raw data."""
-  size = int.from_bytes(f.read(8), "little")
-  try:
-    header = json.loads(f.read(min(size, 100_000_000)))
-  except (ValueError, UnicodeDecodeError):
-    raise ValueError(f"{f.name}: not a safetensors file (unreadable header)") from None
-  header.pop("__metadata__", None)
-  return header
 
 
 def _load_bfloat16_safetensors(path):
   """A safetensors file read by hand (numpy has no bfloat16; it is widened to float32)."""
   with open(path, "rb") as f:
-    header = _read_header(f)
+    header = _read_header(f, path)
     data = f.read()
-  dtypes = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
   out = {}
   for name, info in header.items():
     begin, end = info["data_offsets"]
-    raw = data[begin:end]
+    value = np.frombuffer(data[begin:end], _DTYPES[info["dtype"]])
     if info["dtype"] == "BF16":
-      value = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-    elif info["dtype"] in dtypes:
-      value = np.frombuffer(raw, dtypes[info["dtype"]]).astype(
-          np.float32 if info["dtype"] == "F16" else dtypes[info["dtype"]])
-    else:
-      raise ValueError(f"{path}: tensor '{name}' has dtype {info['dtype']}, not supported")
+      value = (value.astype(np.uint32) << 16).view(np.float32)
+    elif info["dtype"] == "F16":
+      value = value.astype(np.float32)
     out[name] = value.reshape(info["shape"])
   return out
+
+
+def _check_shard(path, names, arrays_or_shapes):
+  """Every tensor the shard index maps to `path` is in it (else it would be silently missing)."""
+  absent = sorted(set(names or ()) - set(arrays_or_shapes))
+  if absent:
+    raise ValueError(f"{path} lacks {len(absent)} tensor(s) that {WEIGHTS_INDEX_FILE} maps to "
+                     f"it: {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} "
+                     "(a shard of another model?)")
 
 
 def read_huggingface_weights(directory):
   """{Hugging Face name: ndarray} of every safetensors file of a transformers directory."""
   arrays = {}
-  for path in _weight_files(os.fspath(directory)):
-    arrays.update(_load_safetensors(path))
+  for path, names in _weight_files(os.fspath(directory)).items():
+    shard = _load_safetensors(path)
+    _check_shard(path, names, shard)
+    arrays.update(shard)
   return arrays
 
 
 def read_huggingface_shapes(directory):
-  """{Hugging Face name: shape} from the safetensors headers, reading no tensor data."""
+  """{Hugging Face name: shape} from the safetensors headers, reading no tensor data (the
+  headers are checked against the files' sizes, so damaged files are named here already)."""
   shapes = {}
-  for path in _weight_files(os.fspath(directory)):
+  for path, names in _weight_files(os.fspath(directory)).items():
     with open(path, "rb") as f:
-      shapes.update({name: info["shape"] for name, info in _read_header(f).items()})
+      shard = {name: info["shape"] for name, info in _read_header(f, path).items()}
+    _check_shard(path, names, shard)
+    shapes.update(shard)
   return shapes
 
 

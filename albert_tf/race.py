@@ -17,8 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import guards
+from albert_tf.core import check_options
 from albert_tf.data import race as race_data
-from albert_tf.finetuning import FineTuner, FineTuningOptions, reuse_or_build, run_phases
+from albert_tf.finetuning import (FineTuner, FineTuningOptions, check_cache_writable,
+                                  reuse_or_build, run_phases)
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 
@@ -55,6 +57,9 @@ class RaceOptions(FineTuningOptions):
   option_columns: tuple = ()
   label_column: str = "label"
 
+  BOUNDS = {"dropout_prob": "in [0, 1)", "max_seq_length": ">= 4", "max_qa_length": ">= 1",
+            "eval_batch_size": ">= 1", "train_step": ">= 1", "warmup_step": ">= 0"}
+
 
 class RaceRunner(FineTuner):
   """Data, model and checkpoints of one multiple-choice job."""
@@ -63,6 +68,12 @@ class RaceRunner(FineTuner):
 
   def __init__(self, options, strategy=None):
     o = options
+    check_options(o)
+    if o.max_qa_length > o.max_seq_length - 3:
+      # [CLS] article [SEP] qa [SEP]: a longer question and option would overflow the record.
+      raise ValueError(f"--max_qa_length={o.max_qa_length} does not fit --max_seq_length="
+                       f"{o.max_seq_length}: it must be at most max_seq_length - 3 = "
+                       f"{o.max_seq_length - 3}")
     self.task = o.task_name.lower()
     if self.task not in ("race", "csv"):
       raise ValueError(f"--task_name={o.task_name}: run_race.py knows race and csv")
@@ -72,6 +83,10 @@ class RaceRunner(FineTuner):
                        "more --option_columns")
     self.num_choices = (len(o.option_columns) if self.task == "csv"
                         else race_data.RACE_CHOICES)
+    if o.do_eval:
+      check_cache_writable("--eval_file", o.eval_file)
+    if o.do_predict:
+      check_cache_writable("--predict_file", o.predict_file)
     super().__init__(options, strategy, o.train_step, o.warmup_step)
 
   def build_model(self):
@@ -87,7 +102,7 @@ class RaceRunner(FineTuner):
                                                           logits=logits)
 
   # --- data ---------------------------------------------------------------------------------
-  def examples(self, split):
+  def read_examples(self, split):
     o = self.options
     if self.task == "race":
       examples = race_data.read_race_examples(o.data_dir, split, self.tokenizer, o.high_only,

@@ -20,8 +20,10 @@ import time
 import tensorflow as tf
 
 from albert_tf import cmrc2018
+from albert_tf.core import check_options, sigterm_raises
 from albert_tf.data import squad as squad_data
-from albert_tf.finetuning import FineTuner, FineTuningOptions, write_results
+from albert_tf.finetuning import (FineTuner, FineTuningOptions, check_cache_writable,
+                                  write_results)
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
 
@@ -50,6 +52,11 @@ class SquadOptions(FineTuningOptions):
   layerwise_lr_decay: float = None
   eval_metric: str = "auto"
 
+  BOUNDS = {"max_seq_length": ">= 5", "doc_stride": ">= 1", "max_query_length": ">= 1",
+            "num_train_epochs": "> 0", "warmup_proportion": "in [0, 1)", "n_best_size": ">= 1",
+            "max_answer_length": ">= 1", "start_n_top": ">= 1", "end_n_top": ">= 1",
+            "dropout_prob": "in [0, 1)", "layerwise_lr_decay": "> 0"}
+
 
 EVAL_METRICS = ("squad", "cmrc2018", "auto")
 
@@ -71,6 +78,7 @@ class SquadRunner(FineTuner):
 
   def __init__(self, options, strategy=None):
     o = options
+    check_options(o)
     if not (o.spm_model_file or o.vocab_file):
       raise ValueError("run_squad needs --spm_model_file (SentencePiece, ALBERT's English "
                        "models) or --vocab_file (WordPiece, e.g. albert_zh)")
@@ -83,6 +91,10 @@ class SquadRunner(FineTuner):
       raise ValueError("--do_train needs --train_file")
     if o.do_predict and not o.predict_file:
       raise ValueError("--do_predict needs --predict_file")
+    # Read first, so a predict file that cannot be predicted (duplicate ids, bad answers) is
+    # refused before any training.
+    self.predict_examples = (squad_data.read_squad_examples(
+        o.predict_file, False, o.version_2_with_negative) if o.do_predict else None)
     self.train_examples = None
     train_steps = warmup_steps = 0
     if o.do_train:
@@ -94,7 +106,12 @@ class SquadRunner(FineTuner):
                          f"--train_batch_size={o.train_batch_size} and --num_train_epochs="
                          f"{o.num_train_epochs} make no training step")
       warmup_steps = int(train_steps * o.warmup_proportion)
+    if o.do_predict:
+      check_cache_writable("--predict_feature_file", o.predict_feature_file)
     super().__init__(options, strategy, train_steps, warmup_steps)
+
+  def read_examples(self, split):  # both read above, before the tokenizer exists
+    return {"train": self.train_examples, "test": self.predict_examples}[split]
 
   def build_model(self):
     o = self.options
@@ -121,6 +138,8 @@ class SquadRunner(FineTuner):
         logger.info("Using the cached features %s (%d features)", path, meta["num_features"])
         return path, meta["num_features"]
       logger.info("%s was built from other data or flags; rebuilding it", path)
+    if tf.io.gfile.exists(sidecar):  # a rebuild stopped half-way must not pass for the old one
+      tf.io.gfile.remove(sidecar)
     start = time.time()
     features = squad_data.convert_examples_to_features(
         examples, self.tokenizer, o.max_seq_length, o.doc_stride, o.max_query_length,
@@ -208,7 +227,8 @@ class SquadRunner(FineTuner):
     """Writes the prediction files, then, when questions have answers, scores those in
     eval_results.txt; returns the metrics or None."""
     o = self.options
-    examples = squad_data.read_squad_examples(o.predict_file, False, o.version_2_with_negative)
+    examples = self.predict_examples or squad_data.read_squad_examples(
+        o.predict_file, False, o.version_2_with_negative)
     path, count = self._feature_file(examples, o.predict_file, False)
     features = squad_data.read_squad_features(path)
     results = self._raw_results(path, count)
@@ -297,7 +317,9 @@ def run_squad(options, strategy=None):
   if options.do_train:
     runner.train()
   if options.do_predict:
-    metrics = runner.predict()
+    with sigterm_raises("the prediction"):
+      metrics = runner.predict()
   if options.export_dir:
-    runner.export()
+    with sigterm_raises(f"the export to {options.export_dir}"):
+      runner.export()
   return metrics

@@ -16,7 +16,7 @@ import tf_keras
 from albert_tf import guards
 from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.core import CoreOptions, Task, TrainingCore
+from albert_tf.core import CoreOptions, Task, TrainingCore, check_options
 from albert_tf.data.pretraining_dataset import (check_pretraining_files, count_instances,
                                                 expand_file_patterns, pretraining_dataset)
 from albert_tf.data.records import feature_spec
@@ -51,6 +51,10 @@ class PretrainingOptions(CoreOptions):
   save_checkpoints_steps: int = 5000
   max_eval_steps: int = 100
   init_from_group0: bool = False
+
+  BOUNDS = {"max_seq_length": ">= 5", "max_predictions_per_seq": ">= 1",
+            "eval_batch_size": ">= 1", "poly_power": "> 0", "num_train_steps": ">= 1",
+            "num_warmup_steps": ">= 0", "start_warmup_step": ">= 0", "max_eval_steps": ">= 1"}
 
 
 def pretraining_losses(outputs, batch, mlm_denominator, global_batch_size):
@@ -104,6 +108,7 @@ class Pretrainer(Task):
   """The pretraining task (MLM + SOP) on the training core; train and eval."""
 
   def __init__(self, options, strategy=None):
+    check_options(options)
     self.options = o = options
     self.config_file = o.albert_config_file
     self.config = AlbertConfig.from_json_file(o.albert_config_file)

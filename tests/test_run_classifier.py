@@ -144,7 +144,7 @@ def test_cached_features_of_other_data_are_rebuilt_not_reused(cache, tmp_path):
     data.mkdir()
     (data / "dev.tsv").write_text(f"sentence\tlabel\n{sentence}\t1\n")
     runner = ClassifierRunner(opts("sst-2", tmp_path / "out", tmp_path / "cache",
-                                   data_dir=str(data)))
+                                   data_dir=str(data), do_train=False))  # dev data only
     _, path = runner._records("dev")  # pylint: disable=protected-access
     record = next(iter(tf.data.TFRecordDataset(path)))
     ids.append(list(tf.train.Example.FromString(record.numpy()).features.feature[

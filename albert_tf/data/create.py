@@ -13,10 +13,13 @@ Streaming and parallel, with the original's statistics (SPEC.md "Instance creati
 - results are written in block order, round-robin across shards, under temporary names that
   are renamed into place only when everything succeeded, followed by a JSON of counts and flags
   (`statistics.dropped_tokens`: the documents' tokens that none of their instances holds,
-  over all dupe passes; most are cut by truncation to max_seq_length - 3).
+  over all dupe passes; most are cut by truncation to max_seq_length - 3);
+- SIGTERM or SIGINT (Ctrl-C) stops the workers at once and removes the temporary shards
+  (`Interrupted` / KeyboardInterrupt); a rerun removes those of a run that was killed outright.
 """
 
 import collections
+import contextlib
 import dataclasses
 import glob
 import json
@@ -24,6 +27,9 @@ import logging
 import multiprocessing
 import os
 import random
+import re
+import signal
+import threading
 import time
 
 from albert_tf import tokenization
@@ -280,6 +286,12 @@ def _init_worker(options):
                  instance_options=instance_options, segment=segment, char_cache={})
 
 
+def _init_pool_worker(options):
+  # Ctrl-C reaches the whole process group: the driver alone stops, and terminates the pool.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  _init_worker(options)
+
+
 def _encode_lines(lines, stats):
   """Ids of each line; with word segmentation, a piece that continues a Chinese word is
   marked (`mark_continued`). Each line is segmented once, before all dupe passes."""
@@ -415,7 +427,7 @@ def _results_in_order(blocks, options, workers):
       yield process_block(index, block, notes)
     return
   context = multiprocessing.get_context("spawn")  # no inherited TensorFlow state in workers
-  with context.Pool(workers, initializer=_init_worker, initargs=(options,)) as pool:
+  with context.Pool(workers, initializer=_init_pool_worker, initargs=(options,)) as pool:
     pending = collections.deque()
     for index, (block, notes) in enumerate(blocks):
       pending.append(pool.apply_async(process_block, (index, block, notes)))
@@ -423,6 +435,53 @@ def _results_in_order(blocks, options, workers):
         yield pending.popleft().get()
     while pending:
       yield pending.popleft().get()
+
+
+class Interrupted(BaseException):
+  """SIGTERM stopped the job. A BaseException, as KeyboardInterrupt (SIGINT) is: a request to
+  stop that no `except Exception` may swallow."""
+
+  def __init__(self, signal_number):
+    super().__init__(f"stopped by {signal.Signals(signal_number).name}")
+    self.signal_number = signal_number
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+  """While inside (main thread only), SIGTERM raises `Interrupted`, as SIGINT raises
+  KeyboardInterrupt: the job then stops its workers and removes its temporary shards, which
+  the default SIGTERM (the process killed on the spot) would leave behind."""
+  if (threading.current_thread() is not threading.main_thread()
+      or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
+    yield
+    return
+
+  def stop(signum, frame):
+    del frame
+    raise Interrupted(signum)
+
+  previous_handler = signal.signal(signal.SIGTERM, stop)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous_handler)
+
+
+_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{8}$")  # records.AtomicShardWriter's names
+
+
+def remove_leftovers(output_files, metadata_file):
+  """Removes the temporary shards (`<shard>.tmp-<8 hex>`) and metadata (`<metadata>.tmp`) that
+  a killed run (SIGKILL, a crash) left behind: never complete, never read. Returns them."""
+  leftovers = [path for output in output_files for path in glob.glob(glob.escape(output) +
+                                                                     ".tmp-*")
+               if _TEMPORARY.search(path)]
+  if os.path.exists(metadata_file + ".tmp"):
+    leftovers.append(metadata_file + ".tmp")
+  for path in leftovers:
+    logger.info("removing %s, left by a run that was stopped", path)
+    os.remove(path)
+  return leftovers
 
 
 def create_pretraining_data(input_files, output_files, options, metadata_file=None):
@@ -452,25 +511,34 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
     segmentation = chinese.segmentation_metadata()
   workers = options.num_workers or os.cpu_count() or 1
   metadata_file = metadata_file or metadata_path(output_files)
+  remove_leftovers(output_files, metadata_file)
   report = ReadReport()
   totals = collections.Counter()
   progress = _Progress(sum(os.path.getsize(p) for p in input_files))
-  writer = records.AtomicShardWriter(output_files)
-  try:
+  with _sigterm_interrupts():
+    writer = records.AtomicShardWriter(output_files)
     blocks = _with_long_lines(
         iter_blocks(iter_documents(input_files, options, report), options.block_bytes), report)
-    for serialized, stats, long_lines in _results_in_order(blocks, options, workers):
-      writer.write(serialized)
-      totals.update(stats)
-      for long_line in long_lines:
-        _log_long_line(long_line, options.dupe_factor)
-      progress.update(report, totals["instances"])
-    if totals["instances"] == 0:
-      raise ValueError(f"no instances: the input ({len(input_files)} files) holds no "
-                       "non-empty document")
-  except BaseException:
-    writer.abort()
-    raise
+    results = _results_in_order(blocks, options, workers)
+    try:
+      for serialized, stats, long_lines in results:
+        writer.write(serialized)
+        totals.update(stats)
+        for long_line in long_lines:
+          _log_long_line(long_line, options.dupe_factor)
+        progress.update(report, totals["instances"])
+      if totals["instances"] == 0:
+        raise ValueError(f"no instances: the input ({len(input_files)} files) holds no "
+                         "non-empty document")
+    except BaseException as e:
+      results.close()  # terminates the pool now, not when the generator is collected
+      writer.abort()
+      if isinstance(e, (Interrupted, KeyboardInterrupt)):
+        logger.warning("%s: the workers are stopped and the temporary shards removed (%s); "
+                       "nothing was written under the output names",
+                       e if isinstance(e, Interrupted) else "stopped by SIGINT",
+                       ", ".join(writer.temp_files))
+      raise
   writer.commit()
   progress.update(report, totals["instances"], force=True)
   elapsed = time.time() - progress.start

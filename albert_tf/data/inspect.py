@@ -1,19 +1,31 @@
 """Statistics of pretraining TFRecords (ours or the original's).
 
-    python -m albert_tf.data.inspect data/train-*.tfrecord [--mask_id 4]
+    python -m albert_tf.data.inspect data/train-*.tfrecord [--spm_model_file=30k-clean.model]
 
 Prints the record count, the feature spec found in the files and the statistics SPEC.md's
 algorithm determines: sequence lengths, segment split, masked fraction and predictions per
 instance, masked span lengths in words, the 80/10/10 replacement split, the sentence-order
 label share and token_boundary density.
+
+The replacement split needs the vocabulary's `[MASK]` id (4 in ALBERT's SentencePiece models,
+103 in BERT / albert_zh WordPiece vocabularies): it comes from `--spm_model_file` /
+`--vocab_file`, else from the vocabulary that create_pretraining_data's JSON beside the shards
+names, else `--mask_id`; with none of them the tool refuses instead of guessing.
 """
 
 import argparse
 import glob
 import json
+import os
 import sys
 
 import numpy as np
+
+from albert_tf.data.create import metadata_path
+
+# Masked positions looked at before "none holds [MASK]" means the id is wrong: 80% of them
+# hold it, so 20 without one happen with probability 0.2 ** 20.
+_MIN_MASKED_TO_CHECK = 20
 
 
 def _feature_layout(first_record):
@@ -58,8 +70,55 @@ def _spans_in_words(positions, weights, boundary):
   return lengths
 
 
-def record_statistics(files, mask_id=4, max_span=5):
-  """The statistics of item 2 of the data issue, as a dict."""
+def _metadata_vocabulary(files):
+  """(spm_model_file, vocab_file, the JSON naming them) from create_pretraining_data's JSON of
+  the shards `files` belong to (it lists them by name), or None."""
+  candidates = [metadata_path(files)]
+  for path in files:
+    candidates += [metadata_path([path]),
+                   os.path.splitext(path)[0].rstrip("-_.0123456789") + ".json"]
+  for candidate in dict.fromkeys(candidates):
+    try:
+      with open(candidate, encoding="utf-8") as f:
+        metadata = json.load(f)
+    except (OSError, ValueError):
+      continue
+    shards = {s.get("path") for s in metadata.get("shards", []) if isinstance(s, dict)}
+    flags = metadata.get("flags") or {}
+    if {os.path.basename(p) for p in files} <= shards:
+      return flags.get("spm_model_file"), flags.get("vocab_file"), candidate
+  return None
+
+
+def mask_id_of(files, spm_model_file=None, vocab_file=None):
+  """The `[MASK]` id of the vocabulary the records of `files` were made with: the one given,
+  else the one their create_pretraining_data JSON names. ValueError when neither says: a
+  guess (SentencePiece's 4) gives WordPiece data (103) a wrong replacement split."""
+  from albert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  source = "the vocabulary given"
+  if not (spm_model_file or vocab_file):
+    found = _metadata_vocabulary(files)
+    if found is None or not (found[0] or found[1]):
+      raise ValueError("the [MASK] id of the records' vocabulary is needed for the "
+                       "replacement split: pass --spm_model_file or --vocab_file (the one "
+                       "create_pretraining_data used), or --mask_id")
+    spm_model_file, vocab_file, source = found
+    if not os.path.exists(spm_model_file or vocab_file):
+      raise ValueError(f"{source} names the vocabulary {spm_model_file or vocab_file}, which "
+                       "is not there: pass --spm_model_file or --vocab_file, or --mask_id")
+  tokenizer = FullTokenizer(vocab_file=None if spm_model_file else vocab_file,
+                            spm_model_file=spm_model_file)
+  try:
+    return tokenizer.mask_id
+  except KeyError as e:
+    raise ValueError(f"{e.args[0]} ({source})") from None
+
+
+def record_statistics(files, mask_id=None, max_span=5, spm_model_file=None, vocab_file=None):
+  """The statistics of item 2 of the data issue, as a dict. `mask_id` (the vocabulary's
+  `[MASK]`) comes from `mask_id_of` when not given."""
+  if mask_id is None:
+    mask_id = mask_id_of(files, spm_model_file, vocab_file)
   count = 0
   lengths, len_a, predictions, label_1 = [], [], [], 0
   masked_total, as_mask, kept, boundary_total, tokens_total = 0, 0, 0, 0, 0
@@ -90,6 +149,10 @@ def record_statistics(files, mask_id=4, max_span=5):
       spans += _spans_in_words(pos, w, tb)
     tokens_total += int(n.sum())
     under_cap_fraction.append(p / n)
+  if masked_total >= _MIN_MASKED_TO_CHECK and as_mask == 0:
+    raise ValueError(f"none of the {masked_total} masked positions holds [MASK] id {mask_id}: "
+                     "these records were made with another vocabulary (give its "
+                     "--spm_model_file / --vocab_file)")
   lengths = np.concatenate(lengths)
   predictions = np.concatenate(predictions)
   len_a = np.concatenate(len_a)
@@ -119,7 +182,11 @@ def record_statistics(files, mask_id=4, max_span=5):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("files", nargs="+", help="TFRecord files or globs")
-  parser.add_argument("--mask_id", type=int, default=4, help="[MASK] id (4 in ALBERT's spm)")
+  parser.add_argument("--spm_model_file", help="SentencePiece model the records were made with")
+  parser.add_argument("--vocab_file", help="WordPiece vocab.txt, when no --spm_model_file")
+  parser.add_argument("--mask_id", type=int, default=None,
+                      help="[MASK] id, when no vocabulary is at hand (default: the "
+                           "vocabulary's, or the one create_pretraining_data's JSON names)")
   parser.add_argument("--json", action="store_true", help="print JSON")
   args = parser.parse_args(argv)
   files = []
@@ -130,8 +197,9 @@ def main(argv=None):
       return 2
     files += matches
   try:
-    stats = record_statistics(files, args.mask_id)
-  except ValueError as e:
+    stats = record_statistics(files, args.mask_id, spm_model_file=args.spm_model_file,
+                              vocab_file=args.vocab_file)
+  except (OSError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   if args.json:

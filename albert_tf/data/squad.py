@@ -113,9 +113,12 @@ def read_squad_examples(input_file, is_training, version_2=False):
   context, when an answerable one has no answer, or (training) when the context is empty.
   Unanswerable questions (`is_impossible`) need `version_2`. Answers of the wrong type (an
   `answer_start` that is not an integer, a `text` that is not a string) are a ValueError
-  naming the file and the question, in training and prediction alike.
+  naming the file and the question, in training and prediction alike. For prediction, an id
+  shared by two questions is a ValueError naming it: predictions.json and the evaluators are
+  keyed by id, so all but one of those questions would be lost without a word.
   """
   examples, mismatched, no_answer, empty = [], [], [], []
+  places = collections.defaultdict(list)  # id -> where its questions are
   for a, article in enumerate(load_squad_json(input_file)):
     for p, paragraph in enumerate(article.get("paragraphs", [])):
       where = f"{input_file}: data[{a}].paragraphs[{p}]"
@@ -126,6 +129,7 @@ def read_squad_examples(input_file, is_training, version_2=False):
         if "id" not in qa or "question" not in qa:
           raise ValueError(f"{where}.qas[{q}] has no 'id' or 'question'")
         qas_id = qa["id"]
+        places[qas_id].append(f"data[{a}].paragraphs[{p}].qas[{q}]")
         _check_answers(f"{where}: question {qas_id}", qa.get("answers"))
         impossible = bool(qa.get("is_impossible", False))
         if impossible and not version_2:
@@ -150,6 +154,8 @@ def read_squad_examples(input_file, is_training, version_2=False):
               continue
             example.orig_answer_text, example.start_position = text, start
         examples.append(example)
+  if not is_training:
+    _check_unique_ids(input_file, places)
   if mismatched:
     logger.warning("%s: skipped %d questions whose answer_start does not point at the "
                    "answer text in the context: %s", input_file, len(mismatched),
@@ -163,6 +169,17 @@ def read_squad_examples(input_file, is_training, version_2=False):
   if not examples:
     raise ValueError(f"{input_file} holds no usable questions")
   return examples
+
+
+def _check_unique_ids(input_file, places):
+  shared = {i: where for i, where in places.items() if len(where) > 1}
+  if shared:
+    listed = "; ".join(f"{i!r} at {', '.join(where)}"
+                       for i, where in list(shared.items())[:_REPORT_IDS])
+    more = f" ... and {len(shared) - _REPORT_IDS} more" if len(shared) > _REPORT_IDS else ""
+    raise ValueError(f"{input_file}: {len(shared)} question id(s) are used more than once: "
+                     f"{listed}{more}. Predictions and scores are keyed by id, so all but one "
+                     "question of each would be lost; give every question its own id")
 
 
 def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
