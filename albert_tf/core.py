@@ -294,7 +294,11 @@ class TrainingCore(orbit.AbstractTrainer):
     guards.check_run_config(self.write_dir, task.config, task.config_file,
                             resuming=latest is not None, model_flags=task.model_flags())
     if latest:
-      status = self.checkpoint.restore(latest)
+      try:
+        status = self.checkpoint.restore(latest)
+      except (tf.errors.OpError, IndexError) as e:  # TensorFlow's reader on damaged files
+        raise guards.damaged_checkpoint_error(self.manager, latest,
+                                              getattr(e, "message", e)) from None
       status.assert_existing_objects_matched()
       status.expect_partial()  # eval-only runs have no optimizer slots to restore into
       logger.info("Resumed from %s at step %d", latest, self.global_step)

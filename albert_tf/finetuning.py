@@ -12,7 +12,6 @@ import json
 import logging
 import math
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
@@ -110,7 +109,7 @@ class FineTuner(Task):
     guards.check_writable(o.output_dir)
     if o.export_dir:
       check_export_dir(o.export_dir)
-    remove_interrupted_writes(o.output_dir, o.export_dir)
+    guards.remove_interrupted_writes(o.output_dir, o.export_dir)
     self.best_update_interrupted = self._finish_best_update()
     self.read_data()
     self.train_steps = train_steps
@@ -460,30 +459,6 @@ def check_cache_writable(flag, path):
   will build must be writable now, not hours later."""
   if path and not tf.io.gfile.exists(path):
     guards.check_writable(os.path.dirname(path) or ".", flag=f"{flag}'s folder")
-
-
-# Left by a stopped write: the temporary of an atomic write (`<name>.tmp-<8 hex>`, guards'
-# and data's writers) or of `guards.check_writable`'s probe.
-_INTERRUPTED_WRITE = re.compile(r"\.tmp-[0-9a-f]{8}$|^\.write-test-[0-9a-f]{32}$")
-
-
-def remove_interrupted_writes(output_dir, export_dir=None):
-  """Removes what a stopped run (SIGKILL, or SIGTERM mid-write) left half-written in its
-  `output_dir` and the temporary folders of its export to `export_dir` (`<export_dir>.tmp*`).
-  Whole files are only ever renamed into place, so these are never anyone's results. (A
-  shared --cached_dir is left alone: another job may be writing its features there now.)"""
-  leftovers = []
-  if tf.io.gfile.isdir(output_dir):
-    leftovers += [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
-                  if _INTERRUPTED_WRITE.search(name.rstrip("/"))]
-  if export_dir:
-    leftovers += tf.io.gfile.glob(export_dir.rstrip("/") + ".tmp*")
-  for path in leftovers:
-    logger.info("removing %s, left by a stopped run", path)
-    if tf.io.gfile.isdir(path):
-      tf.io.gfile.rmtree(path)
-    else:
-      tf.io.gfile.remove(path)
 
 
 def _read_result(path, key):

@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 CONFIG_NAME = "albert_config.json"
 MODEL_FLAGS_NAME = "model_flags.json"
 DISCARDED_DIR = "nonfinite"
+DAMAGED_DIR = "damaged"
 
 
 # --- the run's configuration ----------------------------------------------------------------
@@ -93,6 +94,33 @@ def write_text_atomically(path, text):
   except (tf.errors.OpError, OSError) as e:
     _remove_quietly(tmp)
     raise OSError(f"could not write {path}: {_cause(e)}") from None
+  except BaseException:  # a stop request (SIGTERM's Preempted, Ctrl-C) mid-write
+    _remove_quietly(tmp)
+    raise
+
+
+# Left by a stopped write: the temporary of an atomic write (`<name>.tmp-<8 hex>`, guards'
+# and data's writers) or of `check_writable`'s probe.
+_INTERRUPTED_WRITE = re.compile(r"\.tmp-[0-9a-f]{8}$|^\.write-test-[0-9a-f]{32}$")
+
+
+def remove_interrupted_writes(output_dir, export_dir=None):
+  """Removes what a stopped run (SIGKILL, or SIGTERM mid-write) left half-written in its
+  `output_dir` and the temporary folders of its export to `export_dir` (`<export_dir>.tmp*`).
+  Whole files are only ever renamed into place, so these are never anyone's results. (A
+  shared --cached_dir is left alone: another job may be writing its features there now.)"""
+  leftovers = []
+  if tf.io.gfile.isdir(output_dir):
+    leftovers += [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
+                  if _INTERRUPTED_WRITE.search(name.rstrip("/"))]
+  if export_dir:
+    leftovers += tf.io.gfile.glob(export_dir.rstrip("/") + ".tmp*")
+  for path in leftovers:
+    logger.info("removing %s, left by a stopped run", path)
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+    else:
+      tf.io.gfile.remove(path)
 
 
 def write_results(path, results):
@@ -148,17 +176,7 @@ def nonfinite_error(manager, state, loss):
   not finite): they are moved into `output_dir/nonfinite/` (kept for inspection, never resumed
   from), so the latest checkpoint is the last good one. Returns a FloatingPointError to raise.
   """
-  discarded = []
-  for path in list(manager.checkpoints):
-    if _checkpoint_number(path) >= state:
-      discarded.append(_move_aside(path))
-  if discarded:  # The caller stops: the state file on disk is what a rerun reads.
-    kept = [p for p in manager.checkpoints if _checkpoint_number(p) < state]
-    if kept:
-      tf.compat.v1.train.update_checkpoint_state(manager.directory, kept[-1],
-                                                 all_model_checkpoint_paths=kept)
-    else:
-      _remove_quietly(os.path.join(manager.directory, "checkpoint"))
+  discarded = _set_aside(manager, state, DISCARDED_DIR)
   good = tf.train.latest_checkpoint(manager.directory)
   message = (f"loss is {loss} at step {state + 1} (computed from the weights after step "
              f"{state}); stopped without saving. ")
@@ -169,6 +187,35 @@ def nonfinite_error(manager, state, loss):
               "from it (lower --learning_rate or check the data first)" if good else
               "No good checkpoint is left; a rerun starts from the initial weights")
   return FloatingPointError(message)
+
+
+def damaged_checkpoint_error(manager, latest, cause):
+  """The error for a latest checkpoint that TensorFlow cannot read (a truncated or damaged
+  .index / .data file): it is moved into `output_dir/damaged/`, so that a rerun resumes from
+  the checkpoint before it. Returns an OSError to raise."""
+  moved = _set_aside(manager, _checkpoint_number(latest), DAMAGED_DIR)
+  good = tf.train.latest_checkpoint(manager.directory)
+  return OSError(f"cannot resume from {latest}: {cause} (its .index or .data files are damaged "
+                 f"or truncated); moved it aside to {', '.join(moved)}. "
+                 + (f"A rerun resumes from {good}, the checkpoint before it" if good else
+                    "No other checkpoint is left; a rerun starts from the initial weights"))
+
+
+def _set_aside(manager, first_number, folder_name):
+  """Moves the checkpoints numbered `first_number` and later into `output_dir/<folder_name>/`
+  and rewrites the state file on disk (what a rerun reads) to the ones kept."""
+  moved = []
+  for path in list(manager.checkpoints):
+    if _checkpoint_number(path) >= first_number:
+      moved.append(_move_aside(path, folder_name))
+  if moved:
+    kept = [p for p in manager.checkpoints if _checkpoint_number(p) < first_number]
+    if kept:
+      tf.compat.v1.train.update_checkpoint_state(manager.directory, kept[-1],
+                                                 all_model_checkpoint_paths=kept)
+    else:
+      _remove_quietly(os.path.join(manager.directory, "checkpoint"))
+  return moved
 
 
 def nonfinite_eval_error(loss, step, checkpoint):
@@ -183,8 +230,8 @@ def _checkpoint_number(path):
   return int(match.group(1)) if match else -1
 
 
-def _move_aside(prefix):
-  folder = os.path.join(os.path.dirname(prefix), DISCARDED_DIR)
+def _move_aside(prefix, folder_name):
+  folder = os.path.join(os.path.dirname(prefix), folder_name)
   tf.io.gfile.makedirs(folder)
   for path in tf.io.gfile.glob(prefix + ".*"):
     tf.io.gfile.rename(path, os.path.join(folder, os.path.basename(path)), overwrite=True)

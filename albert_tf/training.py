@@ -257,6 +257,7 @@ def run_pretraining(options, strategy=None, history=None):
   if not (options.do_train or options.do_eval):
     raise ValueError("at least one of --do_train or --do_eval must be set")
   guards.check_writable(options.output_dir)
+  guards.remove_interrupted_writes(options.output_dir)
   trainer = Pretrainer(options, strategy)
   trainer.restore_or_initialize()
   train_results = trainer.train(history) if options.do_train else None

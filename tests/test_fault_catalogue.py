@@ -81,9 +81,12 @@ def test_checkpoint_of_a_state_with_nonfinite_loss_is_moved_aside_and_not_resume
   assert not (tmp_path / "ckpt-12.index").exists()
 
   monkeypatch.setattr(training, "pretraining_losses", real)
+  leftover = tmp_path / "eval_results.txt.tmp-0123abcd"  # of a run killed mid-write
+  leftover.write_text("half")
   history = []
   run_pretraining(opts(data, tmp_path, **dict(settings, num_train_steps=14)), history=history)
   assert [h["step"] for h in history] == [12, 14]  # resumed at 10, not 12
+  assert not leftover.exists()
   assert all(np.isfinite(h["loss"]) for h in history)
 
 
@@ -400,6 +403,29 @@ def test_a_step_budget_below_the_resumed_checkpoint_is_refused_naming_both(data,
 
 
 # --- 8. damaged files ------------------------------------------------------------------------
+def test_a_damaged_checkpoint_to_resume_from_is_named_moved_aside_and_the_rerun_resumes(
+    data, tmp_path):  # noqa: F811
+  """A truncated .data file of the latest checkpoint (a disk error, a copy cut short): one error
+  naming it, the checkpoint moved into damaged/, and the same command resumes from the one
+  before (as a checkpoint of non-finite weights is set aside)."""
+  trainer = Pretrainer(opts(data, tmp_path, num_train_steps=6))
+  trainer.restore_or_initialize()
+  for step in (2, 4):
+    trainer.optimizer.iterations.assign(step)
+    trainer.manager.save(checkpoint_number=step)
+  (shard,) = tmp_path.glob("ckpt-4.data-*")
+  shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
+  with pytest.raises(OSError, match=r"cannot resume from .*ckpt-4: .*damaged or truncated.*"
+                                    r"moved it aside to .*damaged/ckpt-4\. A rerun resumes "
+                                    r"from .*ckpt-2"):
+    run_pretraining(opts(data, tmp_path, num_train_steps=6))
+  assert (tmp_path / "damaged" / "ckpt-4.index").exists()
+  history = []
+  run_pretraining(opts(data, tmp_path, num_train_steps=6, save_checkpoints_steps=2,
+                       iterations_per_loop=2), history=history)
+  assert [h["step"] for h in history] == [4, 6]
+
+
 def _shard(d):
   """model.safetensors of directory `d` as two shards and their index, as transformers writes
   big models; returns {shard: its tensor names}."""

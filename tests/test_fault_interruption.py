@@ -189,6 +189,24 @@ def _start_creating(out):
   return process
 
 
+def test_a_write_stopped_half_way_leaves_neither_its_temporary_nor_a_partial_file(
+    tmp_path, monkeypatch):
+  """SIGTERM's Preempted (or Ctrl-C) during an atomic write: the old file stays whole and the
+  temporary is removed at once (not only by the next run)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf import guards  # pylint: disable=g-import-not-at-top
+  path = tmp_path / "eval_results.txt"
+  guards.write_results(str(path), {"accuracy": 0.5})
+
+  def stopped(*args, **kwargs):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(tf.io.gfile, "rename", stopped)
+  with pytest.raises(KeyboardInterrupt):
+    guards.write_results(str(path), {"accuracy": 0.9})
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["eval_results.txt"]
+  assert path.read_text() == "accuracy = 0.5\n"
+
+
 @pytest.mark.parametrize("stop, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stopped_create_pretraining_data_stops_its_workers_and_removes_its_shards(
     tmp_path, stop, code):
