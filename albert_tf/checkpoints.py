@@ -438,7 +438,13 @@ def _load_huggingface(model, directory, init_from_group0=False):
 
 def _load_saved_model(model, path):
   """Weights from an encoder SavedModel written by `albert_tf.export` (TF1 names as the key)."""
-  loaded = tf.saved_model.load(path)
+  from google.protobuf.message import DecodeError  # pylint: disable=g-import-not-at-top
+  try:
+    loaded = tf.saved_model.load(path)
+  except (OSError, ValueError, IndexError, DecodeError, tf.errors.OpError) as e:
+    raise CheckpointError(f"cannot load the SavedModel {path}: "
+                          f"{getattr(e, 'message', None) or e} (is its saved_model.pb or "
+                          "variables/ folder damaged or incomplete?)") from None
   encoder = getattr(loaded, "encoder", None)
   if encoder is None or not hasattr(encoder, "embedding_layer"):
     raise CheckpointError(f"{path} is a SavedModel but not an albert-tf encoder export")

@@ -158,6 +158,21 @@ def test_malformed_encoder_requests_are_invalid_arguments_naming_the_input(
     assert all(v.shape[0] == 0 for v in out.values()), signature
 
 
+def test_a_damaged_encoder_export_to_start_from_is_named(exported, tmp_path):
+  """--albert_hub_module_handle / --init_checkpoint of a SavedModel whose variables or graph
+  were cut short: one CheckpointError naming it, not TensorFlow's traceback."""
+  model, export_dir, _ = exported
+  for damaged_part in ("variables", "graph"):
+    copy = tmp_path / damaged_part
+    shutil.copytree(export_dir, copy)
+    (target,) = (copy / "variables").glob("variables.data-*") if damaged_part == "variables" \
+        else [copy / "saved_model.pb"]
+    target.write_bytes(target.read_bytes()[:target.stat().st_size // 3])
+    with pytest.raises(ValueError, match=rf"cannot load the SavedModel {copy}: .*damaged or "
+                                         "incomplete"):
+      load_checkpoint(AlbertPretrainer(model.config), str(copy))
+
+
 def test_saved_model_cli_shows_and_runs_the_signatures(exported):
   _, export_dir, _ = exported
   cli = str(pathlib.Path(sys.executable).parent / "saved_model_cli")
