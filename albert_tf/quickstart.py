@@ -184,7 +184,7 @@ def _query_fill_mask(out, model_file):
 
 
 def _pretrain(args, config_file, shards, out, history):
-  from albert_tf.training import PretrainingOptions, run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.pretraining import PretrainingOptions, run_pretraining  # pylint: disable=g-import-not-at-top
   common = dict(albert_config_file=config_file, output_dir=os.path.join(out, "model"),
                 max_seq_length=args.max_seq_length, max_predictions_per_seq=20,
                 train_batch_size=args.train_batch_size, eval_batch_size=args.train_batch_size,

@@ -14,7 +14,7 @@ There are no pretrained weights offline, so the teacher is fine-tuned from rando
 an all-shared ALBERT (E 128, H 128, `--layers` applications of one block, 4 heads, I 512,
 ALBERT's 30k SentencePiece vocabulary, max_position_embeddings 128), trained on SST-2's
 train.tsv and evaluated on dev.tsv (872 rows) at every checkpoint; `<run>/best` keeps the best
-one. Every run goes through `albert_tf.finetuning.run_classifier` (what run_classifier.py
+one. Every run goes through `albert_tf.tasks.classification.run_classifier` (what run_classifier.py
 does), one process, fixed seed:
 
 1. teacher: `--layers` layers from random weights;
@@ -63,9 +63,9 @@ from albert_tf import tokenization  # noqa: E402
 from albert_tf.checkpoints import load_checkpoint  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 from albert_tf.data import classification  # noqa: E402
-from albert_tf.distillation import DistillOptions  # noqa: E402
+from albert_tf.tasks.distillation import DistillOptions  # noqa: E402
 from albert_tf.export.tflite import export_classifier_tflite, tflite_logits  # noqa: E402
-from albert_tf.finetuning import ClassifierOptions, run_classifier  # noqa: E402
+from albert_tf.tasks.classification import ClassifierOptions, run_classifier  # noqa: E402
 from albert_tf.modeling.classifier import AlbertClassifier  # noqa: E402
 
 DATA = os.path.join(REPO, "..", "shared", "data")

@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def train(args, precision):
   """One run (in this process): returns the history of run_pretraining and its wall time."""
   import tf_keras  # pylint: disable=g-import-not-at-top
-  from albert_tf.training import PretrainingOptions, run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.pretraining import PretrainingOptions, run_pretraining  # pylint: disable=g-import-not-at-top
   tf_keras.utils.set_random_seed(0)  # the same initial weights in both runs
   with open(os.path.join(args.out_dir, "shards.json")) as f:
     shards = json.load(f)

@@ -18,7 +18,7 @@ import tensorflow as tf  # noqa: E402
 
 from albert_tf.checkpoints import tf1_variable_map  # noqa: E402
 from albert_tf.distribute import create_strategy, split_cpu  # noqa: E402
-from albert_tf.training import Pretrainer, PretrainingOptions  # noqa: E402
+from albert_tf.tasks.pretraining import Pretrainer, PretrainingOptions  # noqa: E402
 
 
 def main(argv):

@@ -19,20 +19,21 @@ from safetensors.numpy import load_file, save_file
 from albert_tf import cmrc2018
 from albert_tf import convert
 from albert_tf import guards
-from albert_tf import training
+from albert_tf.tasks import pretraining
 from albert_tf.checkpoints import load_checkpoint, native_checkpoint, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad as squad_data
 from albert_tf.data.create import CreationOptions, create_pretraining_data
 from albert_tf.data.inspect import main as inspect_main
 from albert_tf.data.inspect import record_statistics
-from albert_tf.distillation import DistillOptions
-from albert_tf.finetuning import ClassifierOptions, FineTuner, run_classifier
+from albert_tf.tasks.distillation import DistillOptions
+from albert_tf.tasks.classification import ClassifierOptions, run_classifier
+from albert_tf.tasks.finetuning import FineTuner
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.race import RaceOptions, run_race
-from albert_tf.squad import SquadOptions, run_squad
-from albert_tf.training import Pretrainer, run_pretraining
+from albert_tf.tasks.race import RaceOptions, run_race
+from albert_tf.tasks.squad import SquadOptions, run_squad
+from albert_tf.tasks.pretraining import Pretrainer, run_pretraining
 from conftest import ROOT, SHARED_DATA
 from test_pretraining import data, opts  # noqa: F401  (the module's real-data fixture)
 
@@ -64,12 +65,12 @@ def test_checkpoint_of_a_state_with_nonfinite_loss_is_moved_aside_and_not_resume
   loss (step 13): it is not "last good"; ckpt-10 is, and a sane rerun resumes from it."""
   settings = dict(num_train_steps=20, save_checkpoints_steps=2, iterations_per_loop=2)
   trainer = Pretrainer(opts(data, tmp_path, **settings))
-  real = training.pretraining_losses
+  real = pretraining.pretraining_losses
 
   def nan_from_state_12(*args):
     loss, mlm_ce, sop_ce = real(*args)
     return tf.where(trainer.optimizer.iterations >= 12, float("nan"), loss), mlm_ce, sop_ce
-  monkeypatch.setattr(training, "pretraining_losses", nan_from_state_12)
+  monkeypatch.setattr(pretraining, "pretraining_losses", nan_from_state_12)
   trainer.restore_or_initialize()
   with pytest.raises(FloatingPointError) as error:
     trainer.train()
@@ -80,7 +81,7 @@ def test_checkpoint_of_a_state_with_nonfinite_loss_is_moved_aside_and_not_resume
   assert (tmp_path / "nonfinite" / "ckpt-12.index").exists()
   assert not (tmp_path / "ckpt-12.index").exists()
 
-  monkeypatch.setattr(training, "pretraining_losses", real)
+  monkeypatch.setattr(pretraining, "pretraining_losses", real)
   leftover = tmp_path / "eval_results.txt.tmp-0123abcd"  # of a run killed mid-write
   leftover.write_text("half")
   history = []

@@ -16,8 +16,8 @@ import pytest
 
 from albert_tf import quiet
 from albert_tf.data.create import CreationOptions, create_pretraining_data
-from albert_tf.finetuning import ClassifierOptions, ClassifierRunner, run_classifier
-from albert_tf.race import RaceOptions, run_race
+from albert_tf.tasks.classification import ClassifierOptions, ClassifierRunner, run_classifier
+from albert_tf.tasks.race import RaceOptions, run_race
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -79,9 +79,9 @@ def test_sigterm_during_the_last_evaluation_exits_0_and_the_rerun_evaluates_that
   out = tmp_path / "out"
   # After the dev predictions, before their metrics and eval_results.txt: mid-evaluation.
   patch = "\n".join([
-      "import albert_tf.finetuning as finetuning", "real = finetuning.compute_metrics",
+      "import albert_tf.tasks.classification as classification", "real = classification.compute_metrics",
       "def metrics_then_sigterm(*args):", "  os.kill(os.getpid(), signal.SIGTERM)",
-      "  return real(*args)", "finetuning.compute_metrics = metrics_then_sigterm"])
+      "  return real(*args)", "classification.compute_metrics = metrics_then_sigterm"])
   run = run_script_signalling_itself(patch, flags(csv_task, out, "--do_train", "--do_eval"),
                                      quiet_start=True)
   assert run.returncode == 0, run.stderr[-3000:]

@@ -12,7 +12,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_
 from albert_tf import convert
 import core_flags
 from albert_tf.checkpoints import native_checkpoint
-from albert_tf.distillation import DistillOptions, teacher_config
+from albert_tf.tasks.distillation import DistillOptions, teacher_config
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice

@@ -18,7 +18,7 @@ from albert_tf.checkpoints import CheckpointError, native_checkpoint, tf1_variab
 from albert_tf.data.create import CreationOptions, create_pretraining_data
 from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
-from albert_tf.training import Pretrainer, PretrainingOptions, run_pretraining
+from albert_tf.tasks.pretraining import Pretrainer, PretrainingOptions, run_pretraining
 from conftest import ROOT, SHARED_DATA, float32_atol
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

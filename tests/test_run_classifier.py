@@ -11,11 +11,11 @@ import core_flags
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf import convert
 from albert_tf.checkpoints import tf1_variable_map
-from albert_tf.distillation import DistillOptions, Distiller
+from albert_tf.tasks.distillation import DistillOptions, Distiller
 from albert_tf.export.tflite import tflite_logits
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.export.encoder import export_encoder
-from albert_tf.finetuning import ClassifierOptions, run_classifier
+from albert_tf.tasks.classification import ClassifierOptions, run_classifier
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -137,7 +137,7 @@ def test_bad_task_data_and_vocabulary_are_named(cache, tmp_path):
 
 
 def test_cached_features_of_other_data_are_rebuilt_not_reused(cache, tmp_path):
-  from albert_tf.finetuning import ClassifierRunner  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.classification import ClassifierRunner  # pylint: disable=g-import-not-at-top
   ids = []
   for name, sentence in (("a", "a moving film"), ("b", "a dull and tiresome film")):
     data = tmp_path / name

@@ -13,7 +13,7 @@ import reference_tokenization as reference
 from albert_tf import AlbertConfig, load_checkpoint, save_tf1_checkpoint
 from albert_tf.data import race as race_data
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
-from albert_tf.race import RaceOptions, RaceRunner, run_race
+from albert_tf.tasks.race import RaceOptions, RaceRunner, run_race
 from albert_tf.tokenization import FullTokenizer
 from conftest import ROOT, SHARED_DATA
 

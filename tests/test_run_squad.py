@@ -12,7 +12,7 @@ import tensorflow as tf
 from conftest import ROOT, SHARED_DATA
 from albert_tf import cmrc2018
 from albert_tf.data import squad as squad_data
-from albert_tf.squad import SquadOptions, run_squad
+from albert_tf.tasks.squad import SquadOptions, run_squad
 
 XQUAD = SHARED_DATA / "squad" / "v1.1_xquad_en" / "xquad.en.json"
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

@@ -13,9 +13,9 @@ import tensorflow as tf
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
 from albert_tf.core import freeze_parts, precision_policy
-from albert_tf.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map,
+from albert_tf.tasks.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map,
                                     soft_target_loss)
-from albert_tf.finetuning import ClassifierOptions, ClassifierRunner, run_classifier
+from albert_tf.tasks.classification import ClassifierOptions, ClassifierRunner, run_classifier
 from albert_tf.modeling.classifier import AlbertClassifier, ClassificationHead
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.heads import SentenceOrderHead

@@ -22,10 +22,10 @@ import tensorflow as tf
 from albert_tf import cmrc2018
 from albert_tf.core import check_options, sigterm_raises
 from albert_tf.data import squad as squad_data
-from albert_tf.finetuning import (FineTuner, FineTuningOptions, check_cache_writable,
-                                  write_results)
+from albert_tf.guards import write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.tasks.finetuning import FineTuner, FineTuningOptions, check_cache_writable
 
 logger = logging.getLogger(__name__)
 

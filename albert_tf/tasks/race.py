@@ -19,10 +19,10 @@ import tensorflow as tf
 from albert_tf import guards
 from albert_tf.core import check_options
 from albert_tf.data import race as race_data
-from albert_tf.finetuning import (FineTuner, FineTuningOptions, check_cache_writable,
-                                  reuse_or_build, run_phases)
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+from albert_tf.tasks.finetuning import (FineTuner, FineTuningOptions, check_cache_writable,
+                                        reuse_or_build, run_phases)
 
 logger = logging.getLogger(__name__)
 
