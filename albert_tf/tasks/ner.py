@@ -1,0 +1,230 @@
+"""The run_ner job: named-entity recognition (token classification) on the training core.
+
+Data (data/ner.py): CoNLL column files (English CoNLL-2003, or one Chinese character per line as
+MSRA / People's Daily / Weibo / Resume), CLUENER2020 JSON lines, or JSON lines of tokens + tags;
+any of IOB1, BIO, BIOES, BMES, read into BIO. Each word is tagged at its first piece, long
+sentences are cut into windows and merged back (data/ner_features.py). The head is a softmax
+over the tags or, with `use_crf`, a CRF that never decodes an I-X after O or another type (the
+softmax head's argmax may: its tags are scored as conlleval reads them, where such an I-X opens
+an entity).
+
+After every checkpoint (--do_eval) the dev file is scored by entity-level micro F1 (conlleval /
+seqeval's default counting, ner_metrics.py) and the best checkpoint kept in output_dir/best;
+`eval_results.txt` has precision, recall, f1, token_accuracy and each type's. `--do_predict`
+writes the test file's predictions in its own format (`test_predictions.txt`: the input's lines
+with the predicted tag appended; CLUENER: CLUE's `cluener_predict.json`) and `test_results.txt`
+when the test file has tags.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+from albert_tf import guards
+from albert_tf.core import check_options
+from albert_tf.data import ner as ner_data
+from albert_tf.data import ner_features
+from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.modeling.token_classifier import WORD_POSITIONS, AlbertTokenClassifier
+from albert_tf.ner_metrics import ner_results
+from albert_tf.tasks.finetuning import FineTuner, FineTuningOptions, run_phases
+
+logger = logging.getLogger(__name__)
+
+MODEL_INPUTS = INPUT_NAMES + (WORD_POSITIONS,)
+
+
+@dataclasses.dataclass
+class NerOptions(FineTuningOptions):
+  """run_ner.py's flags (and the core's)."""
+  data_format: str = "conll"
+  data_dir: str = None
+  train_file: str = None
+  dev_file: str = None
+  test_file: str = None
+  tag_scheme: str = "auto"
+  labels: tuple = ()
+  use_crf: bool = False
+  dropout_prob: float = 0.1
+  max_seq_length: int = 128
+  doc_stride: int = 64
+  do_train: bool = False
+  do_eval: bool = False
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  learning_rate: float = 5e-5
+  train_step: int = 1000
+  warmup_step: int = 100
+  save_checkpoints_steps: int = 1000
+
+  BOUNDS = {"max_seq_length": ">= 3", "doc_stride": ">= 1", "dropout_prob": "in [0, 1)",
+            "eval_batch_size": ">= 1", "train_step": ">= 1", "warmup_step": ">= 0"}
+
+
+class NerRunner(FineTuner):
+  """Data, model and checkpoints of one NER job."""
+
+  best_metric = "f1"
+  last_eval = None
+
+  def __init__(self, options, strategy=None):
+    o = self.options = options
+    check_options(o)
+    if o.data_format not in ner_data.FORMATS:
+      raise ValueError(f"--data_format={o.data_format}: one of {', '.join(ner_data.FORMATS)}")
+    if o.tag_scheme not in ner_data.SCHEMES:
+      raise ValueError(f"--tag_scheme={o.tag_scheme}: one of {', '.join(ner_data.SCHEMES)}")
+    if not (o.data_dir or o.train_file or o.dev_file or o.test_file):
+      raise ValueError("--data_dir or --train_file / --dev_file / --test_file is needed")
+    self.labels = self._labels()
+    super().__init__(options, strategy, o.train_step, o.warmup_step)
+    for split in ("dev", "test"):
+      if getattr(o, {"dev": "do_eval", "test": "do_predict"}[split]):
+        ner_data.check_labels(self.examples(split), self.labels, self.path(split))
+
+  def path(self, split):
+    o = self.options
+    given = {"train": o.train_file, "dev": o.dev_file, "test": o.test_file}[split]
+    return given or ner_data.default_file(o.data_format, o.data_dir, split)
+
+  def read_examples(self, split):
+    path = self.path(split)
+    examples = ner_data.read_examples(self.options.data_format, path, self.options.tag_scheme)
+    if not examples:
+      raise ValueError(f"{path} holds no sentences")
+    if split == "train" and any(e.tags is None for e in examples):
+      raise ValueError(f"{path}: the training file has sentences without tags")
+    return examples
+
+  def _labels(self):
+    """The tag set: --labels, else the one this output_dir trained with, else the training
+    file's, else the dev / test file's."""
+    o = self.options
+    if o.labels:
+      return ner_data.label_list([], given=list(o.labels))
+    saved = os.path.join(o.output_dir, "model_flags.json")
+    if not o.do_train and tf.io.gfile.exists(saved):
+      with tf.io.gfile.GFile(saved) as f:
+        labels = json.load(f).get("labels")
+      if labels:
+        return labels
+    for split, flag in (("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict")):
+      if getattr(o, flag):
+        examples = [e for e in self.examples(split) if e.tags is not None]
+        if examples:
+          return ner_data.label_list(examples)
+    raise ValueError("no tag set: give --labels, or a training or tagged dev file")
+
+  def build_model(self):
+    return AlbertTokenClassifier(self.config, self.labels, use_crf=self.options.use_crf,
+                                 dropout_rate=self.options.dropout_prob)
+
+  def model_flags(self):
+    return {"task_name": "ner", "labels": list(self.labels), "use_crf": self.options.use_crf}
+
+  def per_example_loss(self, model, batch):
+    emissions = model({n: batch[n] for n in MODEL_INPUTS}, training=True)
+    return model.word_loss(emissions, batch["label_ids"], batch["label_mask"])
+
+  # --- data ---------------------------------------------------------------------------------
+  def features(self, split):
+    """(examples, windows, stacked window arrays) of a split (built in memory: NER files are
+    small next to their pretraining corpora)."""
+    cache = self.__dict__.setdefault("_features", {})
+    if split not in cache:
+      o = self.options
+      examples = self.examples(split)
+      windows, arrays = ner_features.convert_examples(examples, self.tokenizer, self.labels,
+                                                      o.max_seq_length, o.doc_stride)
+      logger.info("%s: %d sentences in %d windows of %d pieces", self.path(split),
+                  len(examples), len(windows), o.max_seq_length)
+      cache[split] = examples, windows, arrays
+    return cache[split]
+
+  def train(self, history=None):  # pylint: disable=arguments-differ
+    o = self.options
+    _, windows, arrays = self.features("train")
+    dataset = tf.data.Dataset.from_tensor_slices(arrays).shuffle(
+        len(windows), seed=o.seed, reshuffle_each_iteration=True).repeat().batch(
+            o.train_batch_size, drop_remainder=True)
+    return self.train_keeping_best(dataset, history)
+
+  # --- eval and predict ---------------------------------------------------------------------
+  def predicted_tags(self, split, batch_size):
+    """(examples, predicted BIO tags per example)."""
+    examples, windows, arrays = self.features(split)
+    model = self.model
+
+    @tf.function
+    def step(batch):
+      emissions = model({n: batch[n] for n in MODEL_INPUTS}, training=False)
+      return model.predict_tags(emissions, batch["label_mask"])
+
+    window_tags = []
+    for batch in tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size):
+      for tags, mask in zip(step(batch).numpy(), batch["label_mask"].numpy()):
+        window_tags.append(tags[:int(mask.sum())])
+    merged = ner_features.merge_windows(windows, window_tags, [len(e.words) for e in examples])
+    return examples, [[self.labels[i] for i in tags] for tags in merged]
+
+  def score(self, examples, predictions):
+    gold = [e.tags for e in examples if e.tags is not None]
+    if not gold:
+      return None
+    predicted = [p for e, p in zip(examples, predictions) if e.tags is not None]
+    results = {"global_step": self.global_step, "sentences": len(gold)}
+    results.update(ner_results(gold, predicted))
+    return results
+
+  def evaluate(self):
+    o = self.options
+    examples, predictions = self.predicted_tags("dev", o.eval_batch_size)
+    results = self.score(examples, predictions)
+    if results is None:
+      raise ValueError(f"{self.path('dev')} has no tags to score")
+    guards.write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
+    self.last_eval = results
+    logger.info("Eval at step %d: f1 %.4f, precision %.4f, recall %.4f, token accuracy %.4f",
+                self.global_step, results["f1"], results["precision"], results["recall"],
+                results["token_accuracy"])
+    return results
+
+  def predict(self):
+    """The test file's predictions in its own format, and test_results.txt if it has tags."""
+    o = self.options
+    examples, predictions = self.predicted_tags("test", o.predict_batch_size)
+    if o.data_format == "cluener":
+      target = os.path.join(o.output_dir, "cluener_predict.json")
+      ner_data.write_cluener_predictions(target, examples, predictions)
+    elif o.data_format == "conll":
+      target = os.path.join(o.output_dir, "test_predictions.txt")
+      ner_data.write_conll_predictions(target, self.path("test"), predictions, o.tag_scheme)
+    else:
+      target = os.path.join(o.output_dir, "test_predictions.jsonl")
+      guards.write_text_atomically(target, "".join(
+          json.dumps({"id": e.guid, "tokens": e.words,
+                      "tags": ner_data.encode_spans(ner_data.tags_to_spans(p), len(p),
+                                                    e.scheme or "bio")},
+                     ensure_ascii=False) + "\n" for e, p in zip(examples, predictions)))
+    logger.info("Wrote the predictions of %d sentences to %s", len(examples), target)
+    results = self.score(examples, predictions)
+    if results is not None:
+      guards.write_results(os.path.join(o.output_dir, "test_results.txt"), results)
+      logger.info("Test f1 %.4f over %d tagged sentences", results["f1"], results["sentences"])
+    return predictions
+
+  def export(self):
+    raise NotImplementedError("--export_dir for run_ner.py is not written yet (issue 29, "
+                              "item 6): the checkpoint in --output_dir is complete")
+
+
+def run_ner(options, strategy=None):
+  """What run_ner.py does; returns the last dev results (or None)."""
+  if not (options.do_train or options.do_eval or options.do_predict):
+    raise ValueError("at least one of --do_train, --do_eval or --do_predict must be set")
+  if options.export_dir:
+    raise ValueError("--export_dir: run_ner.py has no raw-text export yet (issue 29, item 6)")
+  return run_phases(NerRunner(options, strategy), options)

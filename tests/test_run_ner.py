@@ -1,0 +1,183 @@
+"""run_ner end to end on slices of the real CoNLL-2003 and CLUENER files (tiny models), and the
+word / window alignment the job trains and predicts on."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from albert_tf.data import ner as ner_data
+from albert_tf.data import ner_features
+from albert_tf.ner_metrics import ner_results
+from albert_tf.tasks.ner import NerOptions, NerRunner, run_ner
+from albert_tf.tokenization import FullTokenizer
+from conftest import ROOT, SHARED_DATA
+
+SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
+CONLL = SHARED_DATA / "ner" / "conll2003"
+CLUENER = SHARED_DATA / "ner" / "cluener"
+ZH_VOCAB = SHARED_DATA / "chinese" / "albert_zh" / "vocab.txt"
+TINY = dict(max_seq_length=32, doc_stride=12, train_batch_size=16, learning_rate=1e-3,
+            train_step=40, warmup_step=4, save_checkpoints_steps=20, iterations_per_loop=10,
+            eval_batch_size=64, predict_batch_size=64)
+
+
+def _sentences(path, first, count):
+  """`count` blank-line-separated blocks of a CoNLL file from block `first` on, as text."""
+  blocks = path.read_text(encoding="utf-8").split("\n\n")
+  return "\n\n".join(blocks[first:first + count]) + "\n\n"
+
+
+@pytest.fixture(scope="module")
+def conll(tmp_path_factory):
+  """A softmax run on the first 200 training sentences, scored on 60 dev and predicting 40
+  test sentences of CoNLL-2003 (train.txt / valid.txt / test.txt in a data dir)."""
+  data = tmp_path_factory.mktemp("conll")
+  (data / "train.txt").write_text(_sentences(CONLL / "train.txt", 0, 200), encoding="utf-8")
+  (data / "valid.txt").write_text(_sentences(CONLL / "valid.txt", 0, 60), encoding="utf-8")
+  (data / "test.txt").write_text(_sentences(CONLL / "test.txt", 0, 40), encoding="utf-8")
+  out = tmp_path_factory.mktemp("conll_out")
+  options = NerOptions(albert_config_file=str(ROOT / "configs" / "tiny.json"),
+                       spm_model_file=SPM, data_format="conll", data_dir=str(data),
+                       output_dir=str(out), do_train=True, do_eval=True, do_predict=True, **TINY)
+  return dict(results=run_ner(options), data=data, out=out, options=options)
+
+
+def _read_results(path):
+  return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
+
+
+def test_conll_run_writes_entity_f1_and_predictions_conlleval_reads(conll):
+  out, data = conll["out"], conll["data"]
+  results = _read_results(out / "eval_results.txt")
+  assert results["global_step"] == 40
+  for key in ("precision", "recall", "f1", "token_accuracy", "PER_f1", "LOC_support"):
+    assert key in results, key
+  assert (out / "best" / "best_results.txt").exists()
+  # The predictions file is the test file with one more column, blank lines kept; scoring its
+  # last two columns gives test_results.txt.
+  given = (data / "test.txt").read_text(encoding="utf-8").splitlines()
+  written = (out / "test_predictions.txt").read_text(encoding="utf-8").splitlines()
+  assert len(written) == len(given)
+  gold, predicted, g, p = [], [], [], []
+  for before, after in zip(given, written):
+    if not before.strip() or before.startswith("-DOCSTART-"):
+      assert after == before
+      if g:
+        gold.append(g), predicted.append(p)
+        g, p = [], []
+      continue
+    assert after.rsplit(" ", 1)[0] == before
+    g.append(before.split()[-1]), p.append(after.split()[-1])
+  if g:
+    gold.append(g), predicted.append(p)
+  assert len(gold) == 37  # 40 blocks, 3 of them -DOCSTART-
+  want = ner_results(gold, predicted)
+  got = _read_results(out / "test_results.txt")
+  for key in ("precision", "recall", "f1", "token_accuracy"):
+    assert got[key] == pytest.approx(want[key]), key
+
+
+def test_a_rerun_predicts_with_the_saved_labels_and_the_same_tags(conll, tmp_path):
+  """--do_predict alone on the trained output_dir: the labels come from its model_flags.json
+  and the predictions are the training run's."""
+  o = conll["options"]
+  out = conll["out"]
+  before = (out / "test_predictions.txt").read_text(encoding="utf-8")
+  (out / "test_predictions.txt").unlink()
+  run_ner(NerOptions(**{**o.__dict__, "do_train": False, "do_eval": False}))
+  assert (out / "test_predictions.txt").read_text(encoding="utf-8") == before
+  # The same sentences as users' own JSON lines (tokens + BIOES tags): the same predictions,
+  # written back in the file's scheme.
+  sentences = ner_data.read_conll(conll["data"] / "test.txt")
+  jsonl = tmp_path / "test.jsonl"
+  jsonl.write_text("".join(json.dumps({"id": f"s{i}", "tokens": e.words, "tags": ner_data.
+                                       encode_spans(ner_data.tags_to_spans(e.tags),
+                                                    len(e.tags), "bioes")}) + "\n"
+                           for i, e in enumerate(sentences)), encoding="utf-8")
+  run_ner(NerOptions(**{**o.__dict__, "do_train": False, "do_eval": False,
+                        "data_format": "jsonl", "test_file": str(jsonl)}))
+  rows = [json.loads(line) for line in
+          (out / "test_predictions.jsonl").read_text("utf-8").splitlines()]
+  flat = iter(line.split()[-1] for line in before.splitlines()
+              if line.strip() and not line.startswith("-DOCSTART-"))
+  conll_tags = [[next(flat) for _ in e.words] for e in sentences]
+  assert [r["id"] for r in rows] == [f"s{i}" for i in range(len(sentences))]
+  for row, tags in zip(rows, conll_tags):
+    assert ner_data.decode_tags(row["tags"], "bioes") == ner_data.tags_to_spans(tags)
+
+
+def test_cluener_with_a_crf_from_albert_tiny_zh_writes_clues_submission(brightmart_tiny_zh,
+                                                                      tmp_path):
+  """Chinese per character from brightmart's albert_tiny_zh release, CRF head: the submission
+  has one line per test id, every span inside its text, and no decoded I-X that continues
+  nothing (the CRF's constraint)."""
+  data = tmp_path / "cluener"
+  data.mkdir()
+  for split, count in (("train", 96), ("dev", 32), ("test", 24)):
+    lines = (CLUENER / f"{split}.json").read_text(encoding="utf-8").splitlines()[:count]
+    (data / f"{split}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  d = brightmart_tiny_zh
+  out = tmp_path / "out"
+  options = NerOptions(
+      albert_config_file=str(d / "albert_config_tiny.json"),
+      init_checkpoint=str(d / "albert_model.ckpt"), vocab_file=str(d / "vocab.txt"),
+      data_format="cluener", data_dir=str(data), output_dir=str(out), use_crf=True,
+      do_train=True, do_eval=True, do_predict=True, **dict(TINY, max_seq_length=48))
+  results = run_ner(options)
+  assert results["global_step"] == 40 and 0.0 <= results["f1"] <= 1.0
+  tests = [json.loads(line) for line in (data / "test.json").read_text("utf-8").splitlines()]
+  rows = [json.loads(line) for line in
+          (out / "cluener_predict.json").read_text("utf-8").splitlines()]
+  assert [r["id"] for r in rows] == [t["id"] for t in tests]
+  for row, test in zip(rows, tests):
+    for kind, entities in row["label"].items():
+      for entity, spans in entities.items():
+        for start, end in spans:
+          assert test["text"][start:end + 1] == entity, (kind, entity)
+  assert not (out / "test_results.txt").exists()  # CLUENER's test file has no labels
+  runner = NerRunner(dataclasses.replace(options, do_train=False, do_eval=False))
+  runner.restore_or_initialize()
+  _, predicted = runner.predicted_tags("test", 64)
+  for tags in predicted:
+    for before, tag in zip(["O"] + tags, tags):
+      assert not tag.startswith("I-") or before[2:] == tag[2:], (before, tag)
+
+
+def test_every_cluener_dev_word_has_one_first_piece_in_some_window():
+  """Alignment on the real dev file with albert_zh's vocabulary, in windows of 16 pieces: each
+  character is tagged at one piece that is its own first piece, each window holds whole
+  words, and the windows together cover every word; the gold entities' tags travel with
+  their words."""
+  tokenizer = FullTokenizer(vocab_file=str(ZH_VOCAB))
+  examples = ner_data.read_cluener(CLUENER / "dev.json")[:300]
+  labels = ner_data.label_list(examples)
+  windows, arrays = ner_features.convert_examples(examples, tokenizer, labels, 16, 6)
+  covered = [np.zeros(len(e.words), bool) for e in examples]
+  for i, window in enumerate(windows):
+    example = examples[window.example_index]
+    pieces = ner_features.word_pieces(tokenizer, example.words[window.start:window.end])
+    n = window.end - window.start
+    positions = arrays["word_positions"][i][:n]
+    assert arrays["label_mask"][i].sum() == n
+    for k, (position, word_pieces) in enumerate(zip(positions, pieces)):
+      assert arrays["input_word_ids"][i][position] == word_pieces[0]
+      assert labels[arrays["label_ids"][i][k]] == example.tags[window.start + k]
+    covered[window.example_index][window.start:window.end] = True
+  assert all(c.all() for c in covered)
+  assert len(windows) > len(examples)  # the long sentences were windowed
+
+
+def test_long_sentences_take_each_words_tag_from_its_window_with_most_context():
+  # 10 one-piece words, windows of 4 words every 2: [0,4) [2,6) [4,8) [6,10).
+  bounds = ner_features.window_bounds([1] * 10, room=4, doc_stride=2)
+  assert bounds == [(0, 4), (2, 6), (4, 8), (6, 10)]
+  windows = [ner_features.Window(0, s, e, {}) for s, e in bounds]
+  # Window k predicts tag k for all its words: each word keeps the window where it sits most
+  # centrally (ties: the earlier window, as for SQuAD's answer starts).
+  merged = ner_features.merge_windows(windows, [[k] * 4 for k in range(4)], [10])
+  assert merged[0].tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
+  # A word longer than a window gets a window of its own, cut to the room.
+  assert ner_features.window_bounds([2, 9, 1], room=4, doc_stride=1) == [(0, 1), (1, 2),
+                                                                         (2, 3)]
