@@ -188,14 +188,14 @@ def _encoder_parts(encoder):
 
 # Parts of a model besides its encoder, by role; each role has its own key in our checkpoints,
 # so a classifier's `head` never lands in a SQuAD model's `squad_head`.
-HEAD_ROLES = ("masked_lm", "sentence_order", "head", "squad_head")
+HEAD_ROLES = ("masked_lm", "sentence_order", "head", "squad_head", "token_head", "crf")
 
 
 def native_checkpoint(model, **extra):
   """The `tf.train.Checkpoint` layout of our own checkpoints.
 
   Parts are attached by role (`encoder`, then HEAD_ROLES: `masked_lm`, `sentence_order`, a
-  task's `head` or `squad_head`), so an encoder restores from a pretrainer's or a
+  task's `head` or `squad_head`, NER's `token_head` and `crf`), so an encoder restores from a pretrainer's or a
   classifier's checkpoint. Training adds `optimizer=`, `step=` and the like through `extra`.
   """
   parts = {"encoder": _encoder_parts(find_encoder(model))}

@@ -96,12 +96,17 @@ def _tf1_shapes(fmt, path):
     names["start_logits/dense/kernel"] = None
   elif "squad_head" in roles:
     names["cls/squad/output_weights"] = None
+  if "token_head" in roles:
+    names["token_classifier/output_weights"] = None
   return names
 
 
 def _detect_head(fmt, path, requested, hf_values=None):
   """(head, num_labels) from the names (and a transformers config's `architectures`)."""
   shapes = _tf1_shapes(fmt, path)
+  if "token_classifier/output_weights" in shapes and requested != "encoder":
+    raise ValueError(f"{path} holds a token-classification (run_ner) head, which convert "
+                     "cannot write yet; --head=encoder converts its encoder alone")
   head = huggingface.head_of(shapes)
   architectures = (hf_values or {}).get("architectures") or []
   if architectures and architectures[0] == "AlbertForMultipleChoice":

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from albert_tf.data import ner as ner_data
 from albert_tf.data import ner_features
@@ -79,6 +80,17 @@ def test_conll_run_writes_entity_f1_and_predictions_conlleval_reads(conll):
     assert got[key] == pytest.approx(want[key]), key
 
 
+def test_convert_refuses_a_token_classification_checkpoint_it_cannot_write(conll, tmp_path):
+  """Read as a sentence classifier, the NER head would be written under another model's names
+  without a word; it is refused, and the encoder alone converts."""
+  from albert_tf import convert  # pylint: disable=g-import-not-at-top
+  o = conll["options"]
+  with pytest.raises(ValueError, match="token-classification .*--head=encoder"):
+    convert.read("native", o.output_dir, str(conll["out"] / "albert_config.json"))
+  assert convert.read("native", o.output_dir, str(conll["out"] / "albert_config.json"),
+                      head="encoder").head == "encoder"
+
+
 def test_a_rerun_predicts_with_the_saved_labels_and_the_same_tags(conll, tmp_path):
   """--do_predict alone on the trained output_dir: the labels come from its model_flags.json
   and the predictions are the training run's."""
@@ -137,8 +149,16 @@ def test_cluener_with_a_crf_from_albert_tiny_zh_writes_clues_submission(brightma
         for start, end in spans:
           assert test["text"][start:end + 1] == entity, (kind, entity)
   assert not (out / "test_results.txt").exists()  # CLUENER's test file has no labels
+  # Resumed from the checkpoint (the CRF's transitions with it): the same submission.
+  submission = (out / "cluener_predict.json").read_bytes()
   runner = NerRunner(dataclasses.replace(options, do_train=False, do_eval=False))
   runner.restore_or_initialize()
+  saved = tf.train.load_checkpoint(str(out))
+  np.testing.assert_array_equal(
+      saved.get_tensor("crf/transitions/.ATTRIBUTES/VARIABLE_VALUE"),
+      runner.model.crf.transitions.numpy())
+  runner.predict()
+  assert (out / "cluener_predict.json").read_bytes() == submission
   _, predicted = runner.predicted_tags("test", 64)
   for tags in predicted:
     for before, tag in zip(["O"] + tags, tags):

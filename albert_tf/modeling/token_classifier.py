@@ -55,7 +55,9 @@ class AlbertTokenClassifier(tf_keras.Model):
             [sequence, inputs[WORD_POSITIONS]])
     emissions = head(words)
     super().__init__(inputs=inputs, outputs=emissions, **kwargs)
-    self.config, self.encoder, self.head = config, encoder, head
+    # `token_head`, not `head`: checkpoints name their parts by these attributes
+    # (checkpoints.HEAD_ROLES), and `head` is the sentence classifier's.
+    self.config, self.encoder, self.token_head = config, encoder, head
     self.labels, self.use_crf = labels, use_crf
     self.crf = None
     if use_crf:
@@ -84,8 +86,8 @@ class AlbertTokenClassifier(tf_keras.Model):
   def tf1_head_variables(self):
     """Names of the head in checkpoints: `token_classifier/output_weights` and `/output_bias`
     (and `token_classifier/crf/transitions`, `start_scores`, `end_scores`)."""
-    names = {"token_classifier/output_weights": self.head.output_weights,
-             "token_classifier/output_bias": self.head.output_bias}
+    names = {"token_classifier/output_weights": self.token_head.output_weights,
+             "token_classifier/output_bias": self.token_head.output_bias}
     if self.crf is not None:
       names["token_classifier/crf/transitions"] = self.crf.transitions
       if self.crf.use_boundary_scores:
