@@ -195,8 +195,9 @@ def native_checkpoint(model, **extra):
   """The `tf.train.Checkpoint` layout of our own checkpoints.
 
   Parts are attached by role (`encoder`, then HEAD_ROLES: `masked_lm`, `sentence_order`, a
-  task's `head` or `squad_head`, NER's `token_head` and `crf`), so an encoder restores from a pretrainer's or a
-  classifier's checkpoint. Training adds `optimizer=`, `step=` and the like through `extra`.
+  task's `head` or `squad_head`, NER's `token_head` and `crf`), so an encoder restores from a
+  pretrainer's or a classifier's checkpoint. Training adds `optimizer=`, `step=` and the like
+  through `extra`.
   """
   parts = {"encoder": _encoder_parts(find_encoder(model))}
   for role in HEAD_ROLES:

@@ -40,6 +40,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf import guards
+from albert_tf import signals
 from albert_tf.checkpoints import native_checkpoint, tf1_variable_map
 from albert_tf.modeling.transformer import set_recompute_grad
 from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
@@ -533,7 +534,6 @@ def _sigterm_stops(stop):
     os.close(read_fd)
 
 
-@contextlib.contextmanager
 def sigterm_raises(during, checkpoint=None, step=None):
   """While inside (in the main thread), SIGTERM raises `Preempted` at once, wherever the job
   is: for the work outside the training loop (features, evaluations, predictions, exports).
@@ -541,19 +541,7 @@ def sigterm_raises(during, checkpoint=None, step=None):
   same command does it again, so stopping half-way loses nothing; waiting for its end could
   outlast a scheduler's grace period. Nests: the innermost `during` names the work.
   """
-  if threading.current_thread() is not threading.main_thread():
-    yield
-    return
-
-  def stop(signum, frame):
-    del signum, frame
-    raise Preempted(checkpoint, step, during)
-
-  previous_handler = signal.signal(signal.SIGTERM, stop)
-  try:
-    yield
-  finally:
-    signal.signal(signal.SIGTERM, previous_handler)
+  return signals.raising_on_sigterm(lambda signum: Preempted(checkpoint, step, during))
 
 
 def _write_dir(output_dir, strategy):

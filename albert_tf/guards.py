@@ -18,6 +18,8 @@ import uuid
 
 import tensorflow as tf
 
+from albert_tf.data import records
+
 logger = logging.getLogger(__name__)
 
 CONFIG_NAME = "albert_config.json"
@@ -85,7 +87,7 @@ def check_writable(folder, flag="--output_dir"):
 
 def write_text_atomically(path, text):
   """Writes `path` through a temporary file and a rename: readers see old or new, whole."""
-  tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+  tmp = records.temporary_name(path)
   try:
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
     with tf.io.gfile.GFile(tmp, "w") as f:
@@ -99,9 +101,8 @@ def write_text_atomically(path, text):
     raise
 
 
-# Left by a stopped write: the temporary of an atomic write (`<name>.tmp-<8 hex>`, guards'
-# and data's writers) or of `check_writable`'s probe.
-_INTERRUPTED_WRITE = re.compile(r"\.tmp-[0-9a-f]{8}$|^\.write-test-[0-9a-f]{32}$")
+# `check_writable`'s probe (a stopped write's temporary is records.TEMPORARY_NAME).
+_PROBE_NAME = re.compile(r"^\.write-test-[0-9a-f]{32}$")
 
 
 def remove_interrupted_writes(output_dir, export_dir=None):
@@ -112,7 +113,8 @@ def remove_interrupted_writes(output_dir, export_dir=None):
   leftovers = []
   if tf.io.gfile.isdir(output_dir):
     leftovers += [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
-                  if _INTERRUPTED_WRITE.search(name.rstrip("/"))]
+                  if records.TEMPORARY_NAME.search(name.rstrip("/"))
+                  or _PROBE_NAME.search(name.rstrip("/"))]
   if export_dir:
     leftovers += tf.io.gfile.glob(export_dir.rstrip("/") + ".tmp*")
   for path in leftovers:

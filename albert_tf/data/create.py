@@ -19,7 +19,6 @@ Streaming and parallel, with the original's statistics (SPEC.md "Instance creati
 """
 
 import collections
-import contextlib
 import dataclasses
 import glob
 import json
@@ -27,11 +26,10 @@ import logging
 import multiprocessing
 import os
 import random
-import re
 import signal
-import threading
 import time
 
+from albert_tf import signals
 from albert_tf import tokenization
 from albert_tf.data import records
 from albert_tf.data.instances import InstanceOptions, create_instances
@@ -446,28 +444,11 @@ class Interrupted(BaseException):
     self.signal_number = signal_number
 
 
-@contextlib.contextmanager
 def _sigterm_interrupts():
-  """While inside (main thread only), SIGTERM raises `Interrupted`, as SIGINT raises
-  KeyboardInterrupt: the job then stops its workers and removes its temporary shards, which
-  the default SIGTERM (the process killed on the spot) would leave behind."""
-  if (threading.current_thread() is not threading.main_thread()
-      or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
-    yield
-    return
-
-  def stop(signum, frame):
-    del frame
-    raise Interrupted(signum)
-
-  previous_handler = signal.signal(signal.SIGTERM, stop)
-  try:
-    yield
-  finally:
-    signal.signal(signal.SIGTERM, previous_handler)
-
-
-_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{8}$")  # records.AtomicShardWriter's names
+  """While inside, SIGTERM raises `Interrupted`, as SIGINT raises KeyboardInterrupt: the job
+  then stops its workers and removes its temporary shards, which the default SIGTERM (the
+  process killed on the spot) would leave behind."""
+  return signals.raising_on_sigterm(Interrupted)
 
 
 def remove_leftovers(output_files, metadata_file):
@@ -475,7 +456,7 @@ def remove_leftovers(output_files, metadata_file):
   a killed run (SIGKILL, a crash) left behind: never complete, never read. Returns them."""
   leftovers = [path for output in output_files for path in glob.glob(glob.escape(output) +
                                                                      ".tmp-*")
-               if _TEMPORARY.search(path)]
+               if records.TEMPORARY_NAME.search(path)]
   if os.path.exists(metadata_file + ".tmp"):
     leftovers.append(metadata_file + ".tmp")
   for path in leftovers:

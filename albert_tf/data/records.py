@@ -7,6 +7,7 @@ for tf.data and imports TensorFlow lazily.
 """
 
 import os
+import re
 import struct
 import uuid
 
@@ -194,6 +195,20 @@ def frame_records(records):
   return b"".join(parts)
 
 
+# Atomic writes go to `<path>.tmp-<8 hex>` (shards, records, guards' text files), renamed when
+# complete; TEMPORARY_NAME matches what a stopped one left, for the next run to remove.
+TEMPORARY_NAME = re.compile(r"\.tmp-[0-9a-f]{8}$")
+
+
+def _temporary_token():
+  return uuid.uuid4().hex[:8]
+
+
+def temporary_name(path):
+  """Where an atomic write of `path` goes until it is complete."""
+  return f"{path}.tmp-{_temporary_token()}"
+
+
 class AtomicShardWriter:
   """Writes TFRecord shards under temporary names; `commit()` renames them into place.
 
@@ -207,7 +222,7 @@ class AtomicShardWriter:
       folder = os.path.dirname(os.path.abspath(path))
       if not os.path.isdir(folder):
         raise FileNotFoundError(f"output folder does not exist: {folder} (for {path})")
-    token = uuid.uuid4().hex[:8]
+    token = _temporary_token()
     self.temp_files = [f"{p}.tmp-{token}" for p in self.output_files]
     self._handles = [open(t, "wb") for t in self.temp_files]
     self.counts = [0] * len(self.output_files)
@@ -244,7 +259,7 @@ def write_tfrecord_atomically(path, records):
   """Writes serialized records (bytes) to `path` under a temporary name, renamed when complete:
   the file appears only whole, and a failure removes the temporary. Returns the count."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+  temp = temporary_name(path)
   count = 0
   try:
     with tf.io.TFRecordWriter(temp) as writer:
