@@ -22,6 +22,7 @@ from absl import flags
 
 from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
 from albert_tf.data.ner import FORMATS, SCHEMES
+from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.tasks.ner import NerOptions, run_ner
 from core_flags import define_core_flags, define_finetuning_flags, options_from_flags, run_job
 
@@ -50,7 +51,13 @@ flags.DEFINE_bool("do_predict", False, "Predict the test file (in its own format
 flags.DEFINE_integer("eval_batch_size", _D.eval_batch_size, "Eval batch.")
 flags.DEFINE_integer("train_step", _D.train_step, "Training steps.")
 flags.DEFINE_integer("warmup_step", _D.warmup_step, "Warm-up steps.")
-flags.DEFINE_string("export_dir", None, "Not available yet for NER.")
+flags.DEFINE_string("export_dir", None,
+                    "Write a raw-text serving SavedModel here (text -> entities with character "
+                    "offsets).")
+flags.DEFINE_enum("word_split", _D.word_split, ["auto"] + list(WORD_SPLITS),
+                  "How the export cuts raw text into words: at whitespace, or one per "
+                  "character (auto: the trained run's; characters for CLUENER or data of "
+                  "one-character words).")
 define_core_flags(_D)
 define_finetuning_flags(_D)
 

@@ -2,6 +2,7 @@
 word / window alignment the job trains and predicts on."""
 
 import dataclasses
+import functools
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ from albert_tf.data import ner_features
 from albert_tf.ner_metrics import ner_results
 from albert_tf.tasks.ner import NerOptions, NerRunner, run_ner
 from albert_tf.tokenization import FullTokenizer
+import serving_requests
 from conftest import ROOT, SHARED_DATA
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
@@ -78,6 +80,64 @@ def test_conll_run_writes_entity_f1_and_predictions_conlleval_reads(conll):
   got = _read_results(out / "test_results.txt")
   for key in ("precision", "recall", "f1", "token_accuracy"):
     assert got[key] == pytest.approx(want[key]), key
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(export_dir):
+  return tf.saved_model.load(export_dir).signatures["serving_default"]
+
+
+def _served(export_dir, texts):
+  """The export's entities of each text: [(type, start, end, text, score)] per text."""
+  out = _signature(str(export_dir))(text=tf.constant(texts, tf.string))
+  out = {k: v.numpy() for k, v in out.items()}
+  assert out["start"].shape == out["entity_text"].shape == (len(texts), out["start"].shape[1])
+  rows = []
+  for i, n in enumerate(out["num_entities"]):
+    assert (out["start"][i, n:] == -1).all() and (out["entity_text"][i, n:] == b"").all()
+    rows.append([(out["entity_type"][i, j].decode(), int(out["start"][i, j]),
+                  int(out["end"][i, j]), out["entity_text"][i, j].decode("utf-8"),
+                  float(out["score"][i, j])) for j in range(n)])
+  return rows
+
+
+def test_the_export_tags_raw_text_as_do_predict_tagged_the_words(conll, tmp_path):
+  """--export_dir alone on the trained output_dir (no data: the labels and the word split come
+  from model_flags.json): the test sentences as text, the words joined by spaces, give the
+  entities of test_predictions.txt at their exact character offsets."""
+  o = conll["options"]
+  export = tmp_path / "export"
+  run_ner(NerOptions(albert_config_file=o.albert_config_file, spm_model_file=SPM,
+                     output_dir=o.output_dir, export_dir=str(export),
+                     max_seq_length=o.max_seq_length, doc_stride=o.doc_stride))
+  sentences = ner_data.read_conll(conll["data"] / "test.txt")
+  lines = iter(line.split()[-1] for line in
+               (conll["out"] / "test_predictions.txt").read_text("utf-8").splitlines()
+               if line.strip() and not line.startswith("-DOCSTART-"))
+  texts = [" ".join(e.words) for e in sentences]
+  served = _served(export, texts + ["", " \t "])
+  assert served[-2:] == [[], []] and _served(export, []) == []
+  # saved_model_cli's and TF Serving's path (a Session over the MetaGraph) answers the same.
+  session = serving_requests.session_run(str(export), "serving_default",
+                                         {"text": np.array(texts[:3], object)})
+  assert [len(r) for r in served[:3]] == session["num_entities"].tolist()
+  assert session["entity_text"].tolist() == [
+      [e[3].encode() for e in r] + [b""] * (session["entity_text"].shape[1] - len(r))
+      for r in served[:3]]
+  entities = 0
+  for sentence, text, got in zip(sentences, texts, served):
+    starts = np.cumsum([0] + [len(w) + 1 for w in sentence.words])
+    predicted = ner_data.decode_tags([next(lines) for _ in sentence.words], sentence.scheme)
+    want = [(kind, starts[s], starts[e - 1] + len(sentence.words[e - 1]))
+            for kind, s, e in predicted]
+    assert [g[:3] for g in got] == want, text
+    for kind, start, end, entity, score in got:
+      assert entity == text[start:end] and 0.0 < score <= 1.0
+    entities += len(want)
+  assert entities >= 10, entities  # the trained model does find entities
+  tokenizer = FullTokenizer(spm_model_file=SPM)
+  assert max(sum(map(len, ner_features.word_pieces(tokenizer, e.words))) for e in sentences) > \
+      2 * o.max_seq_length  # and words came from different windows
 
 
 def test_convert_refuses_a_token_classification_checkpoint_it_cannot_write(conll, tmp_path):
@@ -165,6 +225,41 @@ def test_cluener_with_a_crf_from_albert_tiny_zh_writes_clues_submission(brightma
       assert not tag.startswith("I-") or before[2:] == tag[2:], (before, tag)
 
 
+def test_the_chinese_export_gives_the_cluener_submissions_entities(tmp_path):
+  """One word per character, WordPiece, windows of 16 pieces and CRF decoding in the graph:
+  the export finds the entities --do_predict wrote to cluener_predict.json, at its offsets
+  (CLUE's intervals are closed). A random model with a sharpened head, so there are many."""
+  data = tmp_path / "cluener"
+  data.mkdir()
+  lines = (CLUENER / "test.json").read_text(encoding="utf-8").splitlines()[:24]
+  (data / "test.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  config = json.loads((ROOT / "configs" / "tiny.json").read_text())
+  config["vocab_size"] = FullTokenizer(vocab_file=str(ZH_VOCAB)).vocab_size
+  (tmp_path / "config.json").write_text(json.dumps(config))
+  options = NerOptions(albert_config_file=str(tmp_path / "config.json"),
+                       vocab_file=str(ZH_VOCAB), data_format="cluener", data_dir=str(data),
+                       output_dir=str(tmp_path / "out"), export_dir=str(tmp_path / "export"),
+                       labels=("name", "address", "company"), use_crf=True, do_predict=True,
+                       max_seq_length=16, doc_stride=6, predict_batch_size=64)
+  tf.random.set_seed(3)
+  runner = NerRunner(options)
+  runner.restore_or_initialize()
+  head = runner.model.token_head
+  head.output_weights.assign(head.output_weights * 50.0)
+  runner.predict()
+  runner.export()
+  rows = [json.loads(line) for line in
+          (tmp_path / "out" / "cluener_predict.json").read_text("utf-8").splitlines()]
+  texts = [json.loads(line)["text"] for line in lines]
+  served = _served(tmp_path / "export", texts)
+  assert sum(map(len, served)) >= 50
+  for row, text, got in zip(rows, texts, served):
+    want = sorted((kind, start, end + 1, entity) for kind, entities in row["label"].items()
+                  for entity, spans in entities.items() for start, end in spans)
+    assert sorted(g[:4] for g in got) == want, text
+    assert all(text[start:end] == entity for _, start, end, entity, _ in got)
+
+
 def test_every_cluener_dev_word_has_one_first_piece_in_some_window():
   """Alignment on the real dev file with albert_zh's vocabulary, in windows of 16 pieces: each
   character is tagged at one piece that is its own first piece, each window holds whole
@@ -198,6 +293,9 @@ def test_long_sentences_take_each_words_tag_from_its_window_with_most_context():
   # centrally (ties: the earlier window, as for SQuAD's answer starts).
   merged = ner_features.merge_windows(windows, [[k] * 4 for k in range(4)], [10])
   assert merged[0].tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
+  # A sentence without words (an empty CLUENER text) has no window and merges to no tags.
+  assert ner_features.window_bounds([], room=4, doc_stride=2) == []
+  assert ner_features.merge_windows([], [], [0])[0].tolist() == []
   # A word longer than a window gets a window of its own, cut to the room.
   assert ner_features.window_bounds([2, 9, 1], room=4, doc_stride=1) == [(0, 1), (1, 2),
                                                                          (2, 3)]

@@ -18,6 +18,8 @@ import dataclasses
 
 import numpy as np
 
+# How raw text becomes words (the serving export): at whitespace, or one word per character.
+WORD_SPLITS = ("whitespace", "characters")
 FEATURE_NAMES = ("input_word_ids", "input_mask", "input_type_ids", "word_positions",
                  "label_ids", "label_mask")
 
@@ -45,6 +47,8 @@ def window_bounds(piece_counts, room, doc_stride):
   single word longer than that is cut to its first `room` pieces) and starts at least
   `doc_stride` pieces after the previous start, at a word boundary, until the last word fits."""
   n = len(piece_counts)
+  if not n:
+    return []  # a sentence without words has no window (and no tags to predict)
   offsets = np.concatenate([[0], np.cumsum(piece_counts)])
   bounds, start = [], 0
   while True:

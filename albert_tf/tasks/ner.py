@@ -13,7 +13,9 @@ seqeval's default counting, ner_metrics.py) and the best checkpoint kept in outp
 `eval_results.txt` has precision, recall, f1, token_accuracy and each type's. `--do_predict`
 writes the test file's predictions in its own format (`test_predictions.txt`: the input's lines
 with the predicted tag appended; CLUENER: CLUE's `cluener_predict.json`) and `test_results.txt`
-when the test file has tags.
+when the test file has tags. `--export_dir` writes a SavedModel that takes raw text and returns
+its entities with character offsets (export/ner_serving.py), cutting the text into words as
+the model was trained (`word_split`, kept in model_flags.json).
 """
 
 import dataclasses
@@ -27,6 +29,7 @@ from albert_tf import guards
 from albert_tf.core import check_options
 from albert_tf.data import ner as ner_data
 from albert_tf.data import ner_features
+from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS, AlbertTokenClassifier
 from albert_tf.ner_metrics import ner_results
@@ -59,6 +62,7 @@ class NerOptions(FineTuningOptions):
   train_step: int = 1000
   warmup_step: int = 100
   save_checkpoints_steps: int = 1000
+  word_split: str = "auto"
 
   BOUNDS = {"max_seq_length": ">= 3", "doc_stride": ">= 1", "dropout_prob": "in [0, 1)",
             "eval_batch_size": ">= 1", "train_step": ">= 1", "warmup_step": ">= 0"}
@@ -77,7 +81,10 @@ class NerRunner(FineTuner):
       raise ValueError(f"--data_format={o.data_format}: one of {', '.join(ner_data.FORMATS)}")
     if o.tag_scheme not in ner_data.SCHEMES:
       raise ValueError(f"--tag_scheme={o.tag_scheme}: one of {', '.join(ner_data.SCHEMES)}")
-    if not (o.data_dir or o.train_file or o.dev_file or o.test_file):
+    if o.word_split not in ("auto",) + WORD_SPLITS:
+      raise ValueError(f"--word_split={o.word_split}: one of auto, {', '.join(WORD_SPLITS)}")
+    if (o.do_train or o.do_eval or o.do_predict) and not (
+        o.data_dir or o.train_file or o.dev_file or o.test_file):
       raise ValueError("--data_dir or --train_file / --dev_file / --test_file is needed")
     self.labels = self._labels()
     super().__init__(options, strategy, o.train_step, o.warmup_step)
@@ -105,12 +112,9 @@ class NerRunner(FineTuner):
     o = self.options
     if o.labels:
       return ner_data.label_list([], given=list(o.labels))
-    saved = os.path.join(o.output_dir, "model_flags.json")
-    if not o.do_train and tf.io.gfile.exists(saved):
-      with tf.io.gfile.GFile(saved) as f:
-        labels = json.load(f).get("labels")
-      if labels:
-        return labels
+    labels = self._saved_flags().get("labels")
+    if labels:
+      return labels
     for split, flag in (("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict")):
       if getattr(o, flag):
         examples = [e for e in self.examples(split) if e.tags is not None]
@@ -118,12 +122,44 @@ class NerRunner(FineTuner):
           return ner_data.label_list(examples)
     raise ValueError("no tag set: give --labels, or a training or tagged dev file")
 
+  def _saved_flags(self):
+    """model_flags.json of the run trained in output_dir ({} when training, or if none)."""
+    saved = os.path.join(self.options.output_dir, guards.MODEL_FLAGS_NAME)
+    if self.options.do_train or not tf.io.gfile.exists(saved):
+      return {}
+    with tf.io.gfile.GFile(saved) as f:
+      return json.load(f)
+
+  def word_split(self):
+    """How raw text is cut into words for the export: --word_split, else the trained run's,
+    else `characters` for CLUENER or data whose words are all one character, else
+    `whitespace`."""
+    o = self.options
+    if o.word_split != "auto":
+      return o.word_split
+    saved = self._saved_flags().get("word_split")
+    if saved:
+      return saved
+    if o.data_format == "cluener":
+      return "characters"
+    for split, flag in (("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict")):
+      if getattr(o, flag):
+        words = [w for e in self.examples(split) for w in e.words]
+        return "characters" if words and all(len(w) == 1 for w in words) else "whitespace"
+    logger.warning("No data to tell how the model's words were cut: the export splits text "
+                   "at whitespace (give --word_split=characters for one word per character)")
+    return "whitespace"
+
   def build_model(self):
     return AlbertTokenClassifier(self.config, self.labels, use_crf=self.options.use_crf,
                                  dropout_rate=self.options.dropout_prob)
 
   def model_flags(self):
-    return {"task_name": "ner", "labels": list(self.labels), "use_crf": self.options.use_crf}
+    flags = {"task_name": "ner", "labels": list(self.labels), "use_crf": self.options.use_crf}
+    saved = self._saved_flags()
+    if self.options.do_train or "word_split" in saved or not saved:
+      flags["word_split"] = self.word_split()
+    return flags
 
   def per_example_loss(self, model, batch):
     emissions = model({n: batch[n] for n in MODEL_INPUTS}, training=True)
@@ -217,14 +253,22 @@ class NerRunner(FineTuner):
     return predictions
 
   def export(self):
-    raise NotImplementedError("--export_dir for run_ner.py is not written yet (issue 29, "
-                              "item 6): the checkpoint in --output_dir is complete")
+    """The raw-text serving SavedModel (text -> entities) of the current weights."""
+    from albert_tf.export.ner_serving import export_ner  # pylint: disable=g-import-not-at-top
+    o = self.options
+    split = self.word_split()
+    path = export_ner(self.model, o.export_dir, spm_model_file=o.spm_model_file,
+                      vocab_file=None if o.spm_model_file else o.vocab_file,
+                      do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length,
+                      doc_stride=o.doc_stride, word_split=split)
+    logger.info("Exported the serving model (text -> entities, words split at %s) to %s",
+                split, path)
+    return path
 
 
 def run_ner(options, strategy=None):
   """What run_ner.py does; returns the last dev results (or None)."""
-  if not (options.do_train or options.do_eval or options.do_predict):
-    raise ValueError("at least one of --do_train, --do_eval or --do_predict must be set")
-  if options.export_dir:
-    raise ValueError("--export_dir: run_ner.py has no raw-text export yet (issue 29, item 6)")
+  if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
+    raise ValueError("at least one of --do_train, --do_eval, --do_predict or --export_dir "
+                     "must be set")
   return run_phases(NerRunner(options, strategy), options)
