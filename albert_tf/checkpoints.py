@@ -408,12 +408,14 @@ def _load_huggingface(model, directory, init_from_group0=False):
         f"built with {_LAYOUT_NAMES['brightmart']} (albert_config.json key \"layout\": "
         "\"brightmart\"); Hugging Face's ALBERT cannot hold that layout. Use the "
         "directory's own config.json")
+  values = huggingface.read_json(os.path.join(directory, huggingface.CONFIG_FILE))
   try:
-    arrays, unused = huggingface.to_tf1_names(huggingface.read_huggingface_weights(directory))
+    # AlbertForTokenClassification's `classifier` is the token head (only config.json says so).
+    arrays, unused = huggingface.to_tf1_names(huggingface.read_huggingface_weights(directory),
+                                              huggingface.head_of_architecture(values))
   except ValueError as e:
     raise CheckpointError(str(e)) from None
-  unknown = huggingface.unknown_architecture(
-      huggingface.read_json(os.path.join(directory, huggingface.CONFIG_FILE)))
+  unknown = huggingface.unknown_architecture(values)
   heads = sorted(n for n in arrays if not n.startswith("bert/")) if unknown else []
   if heads:  # the encoder is ALBERT's, the head is not one of ours: never loaded as one
     logger.warning("%s is an %s, which has no albert-tf model: its encoder is loaded, its head "

@@ -12,8 +12,12 @@
 Formats: `tf1` (the original's variable names), `native` (our `tf.train.Checkpoint`s, e.g. a
 run_classifier output dir), `huggingface` (`config.json`, `model.safetensors`, tokenizer
 files). The head (pretraining MLM + SOP, sequence classification / regression, multiple
-choice, SQuAD v1 question answering, or the encoder alone) is found from the names; `--head`
+choice, SQuAD v1 question answering, run_ner's token classification, or the encoder alone) is
+found from the names and, for a transformers directory, config.json's `architectures`; `--head`
 says it where names cannot (a one-output head is regression unless `--head=multiple_choice`).
+A token classifier's tag names travel with it: run_ner's model_flags.json beside a native or
+TF1 checkpoint <-> config.json's id2label. Its CRF (run_ner --use_crf) converts between native
+and TF1; transformers has no CRF, so such a model goes to huggingface with --head=encoder only.
 Every weight of the source is checked against the model before anything is written; the
 output directory appears whole or not at all.
 """
@@ -30,6 +34,7 @@ import uuid
 import tensorflow as tf
 
 from albert_tf import checkpoints
+from albert_tf import guards
 from albert_tf import huggingface
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -37,13 +42,17 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 
 logger = logging.getLogger(__name__)
 
 FORMATS = ("tf1", "native", "huggingface")
 HEADS = ("auto", "pretraining", "classification", "multiple_choice", "squad_v1", "squad_v2",
-         "encoder")
+         "token_classification", "encoder")
 CONFIG_NAME = "albert_config.json"
+# The TF1 names that tell a token classifier and its CRF (AlbertTokenClassifier's).
+TOKEN_HEAD_NAME = "token_classifier/output_weights"
+CRF_NAME = "token_classifier/crf/transitions"
 
 
 @dataclasses.dataclass
@@ -57,10 +66,15 @@ class Converted:
   spm_model_file: str = None
   vocab_file: str = None
   do_lower_case: bool = True
+  labels: list = None  # a token classifier's tag names, in id order
+  use_crf: bool = False
+  model_flags: dict = None  # the source's model_flags.json (run_ner's other flags ride along)
 
 
-def build_model(config, head, num_labels=None):
-  """The Keras model that holds `head`'s weights (see the module doc for the kinds)."""
+def build_model(config, head, num_labels=None, labels=None, use_crf=False):
+  """The Keras model that holds `head`'s weights (see the module doc for the kinds);
+  `labels` and `use_crf` are a token classifier's (the CRF's allowed transitions follow from
+  the labels)."""
   if head in ("pretraining", "masked_lm"):
     return AlbertPretrainer(config)
   if head == "classification":
@@ -69,15 +83,23 @@ def build_model(config, head, num_labels=None):
     return AlbertMultipleChoice(config).build_for()
   if head in ("squad_v1", "squad_v2"):
     return AlbertSquad(config, version_2=head == "squad_v2")
+  if head == "token_classification":
+    return AlbertTokenClassifier(config, labels or _placeholder_labels(num_labels),
+                                 use_crf=use_crf)
   if head == "encoder":
     return AlbertEncoder(config)
   raise ValueError(f"unknown head {head!r}; one of {', '.join(HEADS)}")
 
 
-def _tf1_shapes(fmt, path):
+def _placeholder_labels(num_labels):
+  return [f"LABEL_{i}" for i in range(num_labels)]  # transformers' names for unnamed labels
+
+
+def _tf1_shapes(fmt, path, hf_values=None):
   """{original TF1 name: shape} of a checkpoint's model weights, to tell its head."""
   if fmt == "huggingface":
-    return huggingface.to_tf1_shapes(huggingface.read_huggingface_shapes(path))
+    return huggingface.to_tf1_shapes(huggingface.read_huggingface_shapes(path),
+                                     huggingface.head_of_architecture(hf_values))
   prefix = checkpoints.resolve_checkpoint_path(path)
   shapes = checkpoints.open_reader(prefix).get_variable_to_shape_map()
   if fmt == "tf1":
@@ -97,20 +119,18 @@ def _tf1_shapes(fmt, path):
   elif "squad_head" in roles:
     names["cls/squad/output_weights"] = None
   if "token_head" in roles:
-    names["token_classifier/output_weights"] = None
+    names[TOKEN_HEAD_NAME] = shapes.get("token_head/output_weights/.ATTRIBUTES/VARIABLE_VALUE")
+  if "crf" in roles:
+    names[CRF_NAME] = None
   return names
 
 
 def _detect_head(fmt, path, requested, hf_values=None):
   """(head, num_labels) from the names (and a transformers config's `architectures`)."""
-  shapes = _tf1_shapes(fmt, path)
-  if "token_classifier/output_weights" in shapes and requested != "encoder":
-    raise ValueError(f"{path} holds a token-classification (run_ner) head, which convert "
-                     "cannot write yet; --head=encoder converts its encoder alone")
+  shapes = _tf1_shapes(fmt, path, hf_values)
   head = huggingface.head_of(shapes)
-  architectures = (hf_values or {}).get("architectures") or []
-  if architectures and architectures[0] == "AlbertForMultipleChoice":
-    head = "multiple_choice"
+  if huggingface.head_of_architecture(hf_values) == "multiple_choice":
+    head = "multiple_choice"  # a one-label classifier's names
   unknown = huggingface.unknown_architecture(hf_values)
   if unknown and requested != "encoder":
     raise ValueError(f"{path}: config.json's architectures is {unknown}, which has no "
@@ -122,6 +142,8 @@ def _detect_head(fmt, path, requested, hf_values=None):
     num_labels = shapes["output_weights"][0]
     if hf_values and hf_values.get("id2label") is not None:
       num_labels = huggingface.num_labels_of(hf_values)
+  elif head == "token_classification":
+    num_labels = shapes[TOKEN_HEAD_NAME][0]
   if requested and requested != "auto":
     if requested == "multiple_choice" and head == "classification" and num_labels != 1:
       raise ValueError(f"{path}: --head=multiple_choice needs a one-output head, this one has "
@@ -136,14 +158,46 @@ def _detect_head(fmt, path, requested, hf_values=None):
   return head, num_labels
 
 
+def _token_head_flags(fmt, path, num_labels, hf_values):
+  """(labels, use_crf, model_flags) of a token-classification source. The labels are
+  config.json's id2label, or those of the model_flags.json run_ner keeps beside its
+  checkpoints (and that a --do_predict run reads them from, NerRunner._labels); else
+  transformers' LABEL_i. The CRF is there when its transitions are."""
+  use_crf = CRF_NAME in _tf1_shapes(fmt, path, hf_values)
+  flags = {}
+  if fmt == "huggingface":
+    labels, source = huggingface.labels_of(hf_values), "config.json's id2label"
+  else:
+    source = _beside(path, guards.MODEL_FLAGS_NAME)
+    if os.path.exists(source):
+      flags = huggingface.read_json(source)
+    labels = flags.get("labels")
+  if not labels:
+    if use_crf:
+      raise ValueError(f"{path} holds a CRF, whose allowed (BIO) transitions follow from the "
+                       f"tag names, but no {guards.MODEL_FLAGS_NAME} with its labels is "
+                       "beside it; put run_ner's model_flags.json of this model there")
+    logger.warning("%s: no tag names (%s); the labels are written as LABEL_0 .. LABEL_%d",
+                   path, source, num_labels - 1)
+    return _placeholder_labels(num_labels), use_crf, flags
+  if len(labels) != num_labels:
+    raise ValueError(f"{path}: {source} names {len(labels)} labels, but the token head has "
+                     f"{num_labels} outputs")
+  return [str(label) for label in labels], use_crf, flags
+
+
+def _beside(path, name):
+  """`name` in a checkpoint's directory (a run's output dir keeps its config there)."""
+  directory = path if os.path.isdir(path) else os.path.dirname(path)
+  return os.path.join(directory, name)
+
+
 def _config_for(fmt, path, albert_config_file):
   if albert_config_file:
     return AlbertConfig.from_json_file(albert_config_file)
   if fmt == "huggingface":
     return huggingface.config_from_huggingface(os.path.join(path, huggingface.CONFIG_FILE))
-  # A run's output dir keeps the config beside its checkpoints.
-  directory = path if os.path.isdir(path) else os.path.dirname(path)
-  candidate = os.path.join(directory, CONFIG_NAME)
+  candidate = _beside(path, CONFIG_NAME)
   if os.path.exists(candidate):
     return AlbertConfig.from_json_file(candidate)
   raise ValueError(f"--albert_config_file is needed for --from={fmt} (no {CONFIG_NAME} next to "
@@ -193,10 +247,14 @@ def read(fmt, path, albert_config_file=None, head="auto", spm_model_file=None, v
   config = _config_for(fmt, path, albert_config_file)
   requested = head
   head, num_labels = _detect_head(fmt, path, head, hf_values)
-  model = build_model(config, head, num_labels)
+  labels, use_crf, flags = None, False, None
+  if head == "token_classification":
+    labels, use_crf, flags = _token_head_flags(fmt, path, num_labels, hf_values)
+  model = build_model(config, head, num_labels, labels, use_crf)
   report = checkpoints.load_checkpoint(model, path)
   converted = Converted(model, config, head, report, num_labels, spm_model_file, vocab_file,
-                        True if do_lower_case is None else bool(do_lower_case))
+                        True if do_lower_case is None else bool(do_lower_case), labels, use_crf,
+                        flags)
   _check_nothing_dropped(converted, path, requested)
   return converted
 
@@ -236,7 +294,7 @@ def _write_huggingface(converted, directory):
                    "transformers 4.x fails on such a model (its head-mask slicing); 5.x runs "
                    "it", c.config.inner_group_num)
   values = huggingface.config_to_huggingface(
-      c.config, head, c.num_labels, _special_ids(c.spm_model_file, c.vocab_file))
+      c.config, head, c.num_labels, _special_ids(c.spm_model_file, c.vocab_file), c.labels)
   arrays = huggingface.to_huggingface_names(_loaded_arrays(c), with_prefix=head != "encoder")
   huggingface.write_safetensors(arrays, os.path.join(directory, huggingface.WEIGHTS_FILE))
   _write_text(os.path.join(directory, huggingface.CONFIG_FILE),
@@ -255,6 +313,17 @@ def _write_text(path, text):
     f.write(text)
 
 
+def _write_model_flags(converted, directory):
+  """A token classifier's model_flags.json, as run_ner writes it (NerRunner.model_flags): its
+  labels and CRF for a --do_predict run there, which checks the file against its own flags;
+  the source's other flags (a native or TF1 source's) are kept."""
+  if converted.head == "token_classification":
+    flags = dict(converted.model_flags or {}, task_name="ner", labels=list(converted.labels),
+                 use_crf=bool(converted.use_crf))
+    _write_text(os.path.join(directory, guards.MODEL_FLAGS_NAME),
+                json.dumps(flags, indent=2, sort_keys=True) + "\n")
+
+
 def _copy_vocabulary(converted, directory):
   for source in (converted.spm_model_file, converted.vocab_file):
     if source:
@@ -265,6 +334,7 @@ def _write_tf1(converted, directory):
   checkpoints.save_tf1_checkpoint(converted.model, os.path.join(directory, "model.ckpt"),
                                   variables=converted.report.assigned)
   converted.config.to_json_file(os.path.join(directory, CONFIG_NAME))
+  _write_model_flags(converted, directory)
   _copy_vocabulary(converted, directory)
 
 
@@ -276,6 +346,7 @@ def _write_native(converted, directory):
                                        directory, max_to_keep=1)
   manager.save(checkpoint_number=0)
   converted.config.to_json_file(os.path.join(directory, CONFIG_NAME))
+  _write_model_flags(converted, directory)
   _copy_vocabulary(converted, directory)
 
 
@@ -297,6 +368,13 @@ def write(converted, fmt, output_dir):
                           "directory")
   if fmt == "huggingface":  # refuse before writing anything
     huggingface.check_expressible(converted.config, converted.head)
+    if converted.use_crf:
+      raise ValueError("this token classifier has a CRF (run_ner --use_crf: "
+                       f"{CRF_NAME} and its start / end scores), which transformers has no "
+                       "counterpart for: AlbertForTokenClassification tags each token by its "
+                       "own logits, so the CRF's transitions and its BIO-constrained Viterbi "
+                       "decoding would be lost; --head=encoder converts the encoder alone, and "
+                       "--to=native / --to=tf1 keep the CRF")
   tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
   os.makedirs(tmp)
   try:

@@ -296,7 +296,7 @@ class TrainingCore(orbit.AbstractTrainer):
                             resuming=latest is not None, model_flags=task.model_flags())
     if latest:
       try:
-        status = self.checkpoint.restore(latest)
+        status = self._restorable(latest).restore(latest)
       except (tf.errors.OpError, IndexError) as e:  # TensorFlow's reader on damaged files
         raise guards.damaged_checkpoint_error(self.manager, latest,
                                               getattr(e, "message", e)) from None
@@ -308,6 +308,16 @@ class TrainingCore(orbit.AbstractTrainer):
       task.initialize(self.model)
     self._restored = latest
     return latest
+
+  def _restorable(self, latest):
+    """The run's checkpoint, or its model parts alone when `latest` holds weights and no
+    optimizer (a directory `python -m albert_tf.convert --to=native` wrote): those evaluate and
+    predict as they are, and training on them starts at step 0."""
+    if any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(latest)):
+      return self.checkpoint
+    logger.info("%s holds model weights without training state (a converted checkpoint?): "
+                "the step count starts at 0", latest)
+    return native_checkpoint(self.model)
 
   def _check_step_budget(self, latest):
     """A step budget below the step resumed from would train nothing, without a word."""

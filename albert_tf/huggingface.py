@@ -5,10 +5,10 @@ interop"), read and written with the `safetensors` package's numpy API (no torch
     tf1_arrays, unused = to_tf1_names(arrays)               # {original TF1 name: np.ndarray}
     config = config_from_huggingface("albert_base_hf/config.json")
 
-The map between the two name sets lives here once (`_PAIRS`); checkpoints.py loads a
-directory through it and convert.py writes one. Linear weights are `[out, in]` in Hugging
-Face (the transpose of a TF kernel); the original's `output_weights` matrices are already
-`[out, in]` and are copied as they are.
+The map between the two name sets lives here once (`_PAIRS`, `_TOKEN_PAIRS`); checkpoints.py
+loads a directory through it and convert.py writes one. Linear weights are `[out, in]` in
+Hugging Face (the transpose of a TF kernel); the original's `output_weights` matrices are
+already `[out, in]` and are copied as they are.
 """
 
 import json
@@ -36,19 +36,27 @@ ARCHITECTURES = {
     "classification": "AlbertForSequenceClassification",
     "multiple_choice": "AlbertForMultipleChoice",
     "squad_v1": "AlbertForQuestionAnswering",
+    "token_classification": "AlbertForTokenClassification",
     "encoder": "AlbertModel",
 }
 HEAD_OF_ARCHITECTURE = {v: k for k, v in ARCHITECTURES.items()}
 
 
-def unknown_architecture(values):
-  """config.json's architecture when albert-tf has no model of it (e.g.
-  AlbertForTokenClassification, whose `classifier` would pass for a sentence classifier's),
-  else None."""
+def _architecture(values):
   architectures = (values.get("architectures") or []) if isinstance(values, dict) else []
-  if architectures and architectures[0] not in HEAD_OF_ARCHITECTURE:
-    return architectures[0]
-  return None
+  return architectures[0] if architectures else None
+
+
+def unknown_architecture(values):
+  """config.json's architecture when albert-tf has no model of it (a custom head class, whose
+  `classifier` would pass for one of ours), else None."""
+  architecture = _architecture(values)
+  return architecture if architecture not in HEAD_OF_ARCHITECTURE else None
+
+
+def head_of_architecture(values):
+  """The head kind config.json's `architectures` names (None when it names none we know)."""
+  return HEAD_OF_ARCHITECTURE.get(_architecture(values))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,6 +104,10 @@ _PAIRS = (
     + _matrix_head("cls/seq_relationship/", "sop_classifier.classifier")
     + _matrix_head("", "classifier")
     + _matrix_head("cls/squad/", "qa_outputs"))
+# transformers names the token classifier's Linear `classifier` too (AlbertForTokenClassification
+# differs from AlbertForSequenceClassification by its `architectures` alone); ours is
+# `token_classifier/...`. On reading, config.json says which of the two a `classifier` is.
+_TOKEN_PAIRS = _matrix_head("token_classifier/", "classifier")
 # The MLM decoder is tied to the word embeddings and to predictions.bias in transformers; it is
 # written for readers that expect it and checked on reading.
 _TIED = {"predictions.decoder.weight": PREFIX + "embeddings.word_embeddings.weight",
@@ -110,10 +122,18 @@ def _pattern(template):
   return re.compile("^" + escaped + "$")
 
 
-_TO_HF = [(_pattern(tf1), hf, transposed) for tf1, hf, transposed in _PAIRS]
+_TO_HF = [(_pattern(tf1), hf, transposed) for tf1, hf, transposed in _PAIRS + _TOKEN_PAIRS]
 _FROM_HF = [(_pattern(hf), tf1, transposed) for tf1, hf, transposed in _PAIRS]
+# The first match wins: with the token pairs first, `classifier` is the token classifier.
+_FROM_HF_TOKEN = [(_pattern(hf), tf1, transposed)
+                  for tf1, hf, transposed in _TOKEN_PAIRS + _PAIRS]
 # The original's SQuAD v2.0 head, which transformers has no class for.
 UNSUPPORTED_TF1_HEADS = ("start_logits/", "end_logits/", "answer_class/")
+
+
+def _from_hf_table(head):
+  """The Hugging Face -> TF1 table for a directory whose config.json names `head`."""
+  return _FROM_HF_TOKEN if head == "token_classification" else _FROM_HF
 
 
 def _translate(name, table):
@@ -149,12 +169,15 @@ def to_huggingface_names(tf1_arrays, with_prefix=True):
   return out
 
 
-def to_tf1_names(hf_arrays):
+def to_tf1_names(hf_arrays, head=None):
   """{Hugging Face name: array} -> ({TF1 name: array}, [unused Hugging Face names]).
 
   Accepts the prefixed layout (`albert.…`, the task classes) and AlbertModel's unprefixed
   one. The tied MLM decoder is checked against what it is tied to, buffers are dropped.
+  `head`: the kind config.json's architectures names (`head_of_architecture`); with
+  "token_classification", `classifier` is read as the token classifier.
   """
+  table = _from_hf_table(head)
   prefixed = _is_prefixed(hf_arrays)
   out, unused = {}, []
   for name, value in sorted(hf_arrays.items()):
@@ -171,7 +194,7 @@ def to_tf1_names(hf_arrays):
         raise ValueError(f"'{name}' differs from '{tied}', which it is tied to in ALBERT; "
                          "this model cannot be expressed with the original's MLM head")
       continue
-    target, transposed = _translate(key, _FROM_HF)
+    target, transposed = _translate(key, table)
     if target is None:
       unused.append(name)
       continue
@@ -191,16 +214,17 @@ def _prefixed_name(name, prefixed):
   return PREFIX + name
 
 
-def to_tf1_shapes(hf_shapes):
+def to_tf1_shapes(hf_shapes, head=None):
   """{Hugging Face name: shape} -> {TF1 name: shape}: `to_tf1_names` without the data (to
   tell a directory's head from its safetensors headers alone)."""
+  table = _from_hf_table(head)
   prefixed = _is_prefixed(hf_shapes)
   out = {}
   for name, shape in hf_shapes.items():
     key = _prefixed_name(name, prefixed)
     if key == "predictions.decoder.bias":
       key = "predictions.bias"
-    target, transposed = _translate(key, _FROM_HF)
+    target, transposed = _translate(key, table)
     if target is not None:
       out[target] = list(shape)[::-1] if transposed else list(shape)
   return out
@@ -208,12 +232,14 @@ def to_tf1_shapes(hf_shapes):
 
 def head_of(tf1_names):
   """The head kind a set of TF1 names holds: pretraining, masked_lm, classification (or
-  multiple choice: the same names), squad_v1, squad_v2 or encoder."""
+  multiple choice: the same names), squad_v1, squad_v2, token_classification or encoder."""
   names = set(tf1_names)
   if any(n.startswith(UNSUPPORTED_TF1_HEADS) for n in names):
     return "squad_v2"
   if "cls/squad/output_weights" in names:
     return "squad_v1"
+  if "token_classifier/output_weights" in names:
+    return "token_classification"
   if "output_weights" in names:
     return "classification"
   if "cls/predictions/output_bias" in names:
@@ -264,8 +290,9 @@ def check_expressible(config, head=None):
                      "alone with --head=encoder")
 
 
-def config_to_huggingface(config, head, num_labels=None, special_ids=None):
-  """The config.json dict of a transformers ALBERT model of kind `head`."""
+def config_to_huggingface(config, head, num_labels=None, special_ids=None, labels=None):
+  """The config.json dict of a transformers ALBERT model of kind `head`; a classifier's
+  `id2label` / `label2id` name `labels` (in id order; transformers' `LABEL_i` without)."""
   check_expressible(config, head)
   values = {"architectures": [ARCHITECTURES[head]], "model_type": "albert"}
   for key in SHARED_HF_KEYS:
@@ -274,9 +301,11 @@ def config_to_huggingface(config, head, num_labels=None, special_ids=None):
   values.update(layer_norm_eps=LAYER_NORM_EPS, position_embedding_type="absolute",
                 classifier_dropout_prob=HF_DEFAULTS["classifier_dropout_prob"])
   values.update(special_ids or {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3})
+  if head in ("classification", "token_classification"):
+    labels = list(labels) if labels else [f"LABEL_{i}" for i in range(num_labels)]
+    values["id2label"] = {str(i): label for i, label in enumerate(labels)}
+    values["label2id"] = {label: i for i, label in enumerate(labels)}
   if head == "classification":
-    values["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
-    values["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
     values["problem_type"] = ("regression" if num_labels == 1
                               else "single_label_classification")
   return values
@@ -297,6 +326,21 @@ def config_from_huggingface(path_or_dict, source=None):
   else:
     values, source = read_json(path_or_dict), os.fspath(path_or_dict)
   return AlbertConfig.from_dict(from_huggingface(values, source), source=source)
+
+
+def labels_of(values):
+  """The label names of a config.json's `id2label` in id order, or None when it has none (or
+  its ids are not 0 .. n-1)."""
+  id2label = values.get("id2label")
+  if not isinstance(id2label, dict) or not id2label:
+    return None
+  try:
+    by_id = {int(i): str(label) for i, label in id2label.items()}
+  except (TypeError, ValueError):
+    return None
+  if sorted(by_id) != list(range(len(by_id))):
+    return None
+  return [by_id[i] for i in range(len(by_id))]
 
 
 def num_labels_of(values):

@@ -7,10 +7,11 @@ environment that has them (`pip install torch transformers sentencepiece safeten
     /path/to/torch-env/bin/python benchmarks/transformers_crosscheck.py transformers /tmp/xcheck
     .venv/bin/python benchmarks/transformers_crosscheck.py read /tmp/xcheck
 
-`write` converts random tiny models of ours (pretraining, classifier, SQuAD v1, multiple choice)
-to transformers directories and saves our outputs; `transformers` loads them there, prints the
-largest output differences and the tokenizer's agreement, and saves directories of its own;
-`read` loads those here and prints the differences. Results are quoted in README.md.
+`write` converts random tiny models of ours (pretraining, classifier, SQuAD v1, multiple choice,
+token classification) to transformers directories and saves our outputs; `transformers` loads
+them there, prints the largest output differences and the tokenizer's agreement, and saves
+directories of its own; `read` loads those here and prints the differences. Results are quoted
+in README.md.
 """
 
 import json
@@ -26,6 +27,7 @@ TEXTS = ["The quick brown fox jumped over the lazy dog.", "In 1990, prices rose 
          "Héllo Wörld  café naïve", "He said ``hello'' to me", "  spaces   everywhere  ",
          "tab\tsep and\nnewline", "UPPER lower MiXeD", "emoji 😀 and symbols © ®", "a-b–c — d"]
 LAYERS, GROUPS, INNER, BATCH, SEQ = 4, 2, 2, 2, 12
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 
 def _inputs():
@@ -49,6 +51,7 @@ def write(folder):
   from albert_tf.modeling.classifier import AlbertClassifier  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.squad import AlbertSquad  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.token_classifier import AlbertTokenClassifier  # pylint: disable=g-import-not-at-top
   shutil.rmtree(folder, ignore_errors=True)
   config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "tiny.json")).replace(
       num_hidden_layers=LAYERS, num_hidden_groups=GROUPS, inner_group_num=INNER)
@@ -57,7 +60,8 @@ def write(folder):
             "input_type_ids": tf.constant(types)}
   every_position = tf.constant(np.tile(np.arange(SEQ), (BATCH, 1)).astype(np.int32))
   models = {"pretraining": AlbertPretrainer(config), "classifier": AlbertClassifier(config, 3),
-            "squad": AlbertSquad(config), "race": AlbertMultipleChoice(config).build_for()}
+            "squad": AlbertSquad(config), "race": AlbertMultipleChoice(config).build_for(),
+            "ner": AlbertTokenClassifier(config, NER_LABELS)}
   results = {"ids": ids, "mask": mask, "types": types}
   for n, (name, model) in enumerate(models.items()):
     for i, variable in enumerate(model.variables):
@@ -66,6 +70,9 @@ def write(folder):
     source = os.path.join(folder, name + "_native")
     tf.train.CheckpointManager(native_checkpoint(model), source, 1).save()
     config.to_json_file(os.path.join(source, "albert_config.json"))
+    if name == "ner":  # as run_ner leaves it: the labels become config.json's id2label
+      with open(os.path.join(source, "model_flags.json"), "w") as f:
+        json.dump({"task_name": "ner", "labels": NER_LABELS, "use_crf": False}, f)
     extra = ["--head=multiple_choice"] if name == "race" else []
     assert convert.main(["--from=native", "--to=huggingface", f"--checkpoint={source}",
                          f"--spm_model_file={SPM}",
@@ -80,6 +87,8 @@ def write(folder):
     elif name == "squad":
       out = model(inputs, training=False)
       results.update(squad_start=out["start_logits"].numpy(), squad_end=out["end_logits"].numpy())
+    elif name == "ner":  # every position a word: transformers' logits are per token
+      results["ner"] = model(dict(inputs, word_positions=every_position), training=False).numpy()
     else:
       choices = {k: tf.stack([v, v[::-1]], 1) for k, v in inputs.items()}
       results["race"] = model(choices, training=False).numpy()
@@ -113,6 +122,9 @@ def run_transformers(folder):
     m = transformers.AlbertForMultipleChoice.from_pretrained(os.path.join(folder, "race"))
     choices = {k: torch.stack([v, v.flip(0)], 1) for k, v in kwargs.items()}
     print("multiple choice", _diff(m.eval()(**choices).logits, ours["race"]))
+    m = transformers.AlbertForTokenClassification.from_pretrained(os.path.join(folder, "ner"))
+    assert [m.config.id2label[i] for i in range(len(NER_LABELS))] == NER_LABELS
+    print("token classification", _diff(m.eval()(**kwargs).logits, ours["ner"]))
     tokenizer = transformers.AlbertTokenizer.from_pretrained(os.path.join(folder, "pretraining"))
     for text, want in zip(TEXTS, json.loads(str(ours["token_ids"]))):
       got = tokenizer.encode(text, add_special_tokens=False)
@@ -127,7 +139,11 @@ def run_transformers(folder):
     for name, cls in (("pretraining", transformers.AlbertForPreTraining),
                       ("classifier", transformers.AlbertForSequenceClassification),
                       ("squad", transformers.AlbertForQuestionAnswering),
-                      ("base", transformers.AlbertModel)):
+                      ("base", transformers.AlbertModel),
+                      ("ner", transformers.AlbertForTokenClassification)):
+      if name == "ner":  # its tag names, which `read` finds again
+        config.id2label = dict(enumerate(NER_LABELS))
+        config.label2id = {label: i for i, label in enumerate(NER_LABELS)}
       m = cls(config).eval()
       for p in m.parameters():
         p.add_(torch.randn_like(p) * 0.1)
@@ -136,6 +152,7 @@ def run_transformers(folder):
       theirs.update({"pretraining": lambda o: {"pretraining_mlm": o.prediction_logits},
                      "classifier": lambda o: {"classifier": o.logits},
                      "squad": lambda o: {"squad_start": o.start_logits, "squad_end": o.end_logits},
+                     "ner": lambda o: {"ner": o.logits},
                      "base": lambda o: {"base_seq": o.last_hidden_state}}[name](out))
     np.savez(os.path.join(folder, "theirs.npz"), **{k: v.numpy() for k, v in theirs.items()})
 
@@ -149,8 +166,9 @@ def read(folder):
   inputs = {"input_word_ids": tf.constant(ours["ids"]), "input_mask": tf.constant(ours["mask"]),
             "input_type_ids": tf.constant(ours["types"])}
   real = ours["mask"].astype(bool)
-  for name in ("pretraining", "classifier", "squad", "base"):
-    model = convert.read("huggingface", os.path.join(folder, "theirs", name)).model
+  for name in ("pretraining", "classifier", "squad", "ner", "base"):
+    converted = convert.read("huggingface", os.path.join(folder, "theirs", name))
+    model = converted.model
     if name == "pretraining":
       positions = tf.constant(np.tile(np.arange(SEQ), (BATCH, 1)).astype(np.int32))
       out = model(dict(inputs, masked_lm_positions=positions), training=False)
@@ -161,6 +179,11 @@ def read(folder):
             _diff(out["end_logits"].numpy()[real], theirs["squad_end"][real]))
     elif name == "classifier":
       print(name, _diff(model(inputs, training=False), theirs["classifier"]))
+    elif name == "ner":
+      assert converted.head == "token_classification" and converted.labels == NER_LABELS
+      positions = tf.constant(np.tile(np.arange(SEQ), (BATCH, 1)).astype(np.int32))
+      out = model(dict(inputs, word_positions=positions), training=False).numpy()
+      print(name, _diff(out, theirs["ner"]))
     else:
       print(name, _diff(model(inputs, training=False)["sequence_output"], theirs["base_seq"]))
 

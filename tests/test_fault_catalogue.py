@@ -265,15 +265,16 @@ def test_convert_refuses_to_drop_weights_it_has_no_place_for(tiny_sources, tmp_p
   assert ("1 weight(s) have no place in a classification model and would be dropped: "
           "cls/ner/output_weights; --head=encoder") in capsys.readouterr().err
   assert convert.main(command + ["--head=encoder", f"--output_dir={tmp_path / 'enc'}"]) == 0
-  # transformers' token classifier has a `classifier` too: not read as a sentence classifier.
-  hf = tmp_path / "token_hf"
+  # A head class albert-tf has no model of (a custom CRF tagger here) may have a `classifier`
+  # too: it is not read as a sentence classifier.
+  hf = tmp_path / "custom_hf"
   shutil.copytree(tiny_sources / "hf", hf)
   values = json.loads((hf / "config.json").read_text())
   (hf / "config.json").write_text(json.dumps(dict(
-      values, architectures=["AlbertForTokenClassification"])))
+      values, architectures=["AlbertCrfForTokenClassification"])))
   assert convert.main(["--from=huggingface", "--to=tf1", f"--input_dir={hf}",
-                       f"--output_dir={tmp_path / 'token'}"]) == 1
-  assert "architectures is AlbertForTokenClassification" in capsys.readouterr().err
+                       f"--output_dir={tmp_path / 'custom'}"]) == 1
+  assert "architectures is AlbertCrfForTokenClassification" in capsys.readouterr().err
   # As a starting point (--init_checkpoint) its encoder is taken, its head is not.
   classifier = AlbertClassifier(AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json"), 3)
   report = load_checkpoint(classifier, str(hf))

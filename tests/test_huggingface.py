@@ -17,6 +17,8 @@ from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+from albert_tf.tasks.ner import NerOptions, run_ner
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -305,3 +307,148 @@ def test_models_huggingface_cannot_express_are_refused_and_nothing_is_written(co
                        f"--output_dir={tmp_path / 'taken'}"]) == 1
   assert "not empty" in capsys.readouterr().err
   assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
+
+
+NER_LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+
+
+def _emissions(model, vocab_size):
+  """The token head's float32 [batch, seq, labels] at every position (word_positions 0..seq)."""
+  inputs = _inputs(vocab_size)
+  batch, seq = inputs["input_word_ids"].shape
+  positions = tf.constant(np.tile(np.arange(seq, dtype=np.int32), (batch, 1)))
+  return model(dict(inputs, word_positions=positions), training=False).numpy()
+
+
+def _ner_output_dir(model, directory, **flags):
+  """`model` saved as run_ner leaves it: checkpoint, albert_config.json, model_flags.json."""
+  tf.train.CheckpointManager(native_checkpoint(model), str(directory), 1).save()
+  model.config.to_json_file(str(directory / "albert_config.json"))
+  (directory / "model_flags.json").write_text(json.dumps(dict(
+      {"task_name": "ner", "labels": model.labels, "use_crf": model.use_crf}, **flags)))
+
+
+def test_a_run_ner_checkpoint_round_trips_through_albert_for_token_classification_exactly(
+    config, tmp_path):
+  source = _randomised(AlbertTokenClassifier(config, NER_LABELS), seed=5)
+  _ner_output_dir(source, tmp_path / "ner", word_split="whitespace")
+  hf, back = tmp_path / "hf", tmp_path / "back"
+  assert convert.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}",
+                       f"--output_dir={hf}"]) == 0
+  hf_config = json.loads((hf / "config.json").read_text())
+  assert hf_config["architectures"] == ["AlbertForTokenClassification"]
+  assert hf_config["id2label"] == {str(i): label for i, label in enumerate(NER_LABELS)}
+  assert hf_config["label2id"]["B-PER"] == NER_LABELS.index("B-PER")
+  written = load_file(str(hf / "model.safetensors"))
+  np.testing.assert_array_equal(written["classifier.weight"],
+                                source.token_head.output_weights.numpy())
+  assert not any(name.startswith("token_classifier") for name in written)
+  # Back to ours, directly and through the original's names: the same weights, bit for bit,
+  # the same emissions, and the labels in model_flags.json (its other flags kept from TF1).
+  assert convert.main(["--from=huggingface", "--to=native", f"--input_dir={hf}",
+                       f"--output_dir={back}"]) == 0
+  assert convert.main(["--from=native", "--to=tf1", f"--checkpoint={tmp_path / 'ner'}",
+                       f"--output_dir={tmp_path / 'tf1'}"]) == 0
+  assert "token_classifier/output_weights" in _tensors(tmp_path / "tf1" / "model.ckpt")
+  assert convert.main(["--from=tf1", "--to=native", f"--checkpoint={tmp_path / 'tf1'}",
+                       f"--output_dir={tmp_path / 'tf1_back'}"]) == 0
+  before = _tensors(tf.train.latest_checkpoint(str(tmp_path / "ner")))
+  weights = {k for k in before if k.endswith("VARIABLE_VALUE") and "save_counter" not in k}
+  assert any(k.startswith("token_head/") for k in weights)
+  want = _emissions(source, config.vocab_size)
+  for directory, flags in ((back, {}), (tmp_path / "tf1_back", {"word_split": "whitespace"})):
+    after = _tensors(tf.train.latest_checkpoint(str(directory)))
+    for key in weights:
+      np.testing.assert_array_equal(after[key], before[key], err_msg=f"{directory.name} {key}")
+    assert json.loads((directory / "model_flags.json").read_text()) == dict(
+        {"task_name": "ner", "labels": NER_LABELS, "use_crf": False}, **flags)
+    model = convert.read("native", directory).model
+    assert isinstance(model, AlbertTokenClassifier) and model.labels == NER_LABELS
+    np.testing.assert_array_equal(_emissions(model, config.vocab_size), want)
+
+
+def test_an_albert_for_token_classification_directory_is_told_by_its_architectures(config,
+                                                                                  tmp_path):
+  """transformers names the sentence and the token classifier alike (`classifier`); only
+  config.json's `architectures` tells them apart, and its id2label names the tags."""
+  encoder_source = _randomised(AlbertPretrainer(config), seed=6)
+  rng = np.random.default_rng(6)
+  head = {"classifier.weight": rng.normal(size=(5, 32)).astype(np.float32),
+          "classifier.bias": rng.normal(size=5).astype(np.float32)}
+  # As transformers saves AlbertForTokenClassification: `albert.*` without the pooler.
+  state = {k: v for k, v in _hf_state_dict(encoder_source).items()
+           if k.startswith("albert.") and not k.startswith("albert.pooler.")}
+  labels = ["O", "B-ANIMAL", "I-ANIMAL", "B-PLANT", "I-PLANT"]
+  hf = tmp_path / "hf"
+  hf.mkdir()
+  save_file(dict(state, **head), str(hf / "model.safetensors"), metadata={"format": "pt"})
+  (hf / "config.json").write_text(json.dumps(_hf_config(
+      config, architectures=["AlbertForTokenClassification"],
+      id2label={str(i): label for i, label in enumerate(labels)},
+      label2id={label: i for i, label in enumerate(labels)})))
+  converted = convert.read("huggingface", hf)
+  assert converted.head == "token_classification" and converted.labels == labels
+  want = AlbertTokenClassifier(config, labels, encoder=encoder_source.encoder)
+  want.token_head.output_weights.assign(head["classifier.weight"])
+  want.token_head.output_bias.assign(head["classifier.bias"])
+  np.testing.assert_array_equal(_emissions(converted.model, config.vocab_size),
+                                _emissions(want, config.vocab_size))
+  # run_ner --init_checkpoint takes the head too; a sentence classifier takes the encoder only.
+  tagger = AlbertTokenClassifier(config, labels)
+  assert load_checkpoint(tagger, str(hf)).restored(tagger.token_head.trainable_variables)
+  sentence = AlbertClassifier(config, 5)
+  report = load_checkpoint(sentence, str(hf))
+  assert not report.restored(sentence.head.trainable_variables)
+  assert "classifier.weight" in report.unused
+  # The same files said to be AlbertForSequenceClassification are a sentence classifier.
+  values = json.loads((hf / "config.json").read_text())
+  (hf / "config.json").write_text(json.dumps(dict(
+      values, architectures=["AlbertForSequenceClassification"])))
+  assert convert.read("huggingface", hf).head == "classification"
+
+
+def test_run_ner_predicts_on_a_converted_directory_with_the_labels_it_carried(tmp_path):
+  """--do_predict with --output_dir at a huggingface -> native conversion: the tags come from
+  the directory's model_flags.json (config.json's id2label) and the predictions are the source
+  run's."""
+  tiny = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+  source = _randomised(AlbertTokenClassifier(tiny, NER_LABELS), seed=7)
+  _ner_output_dir(source, tmp_path / "ner")
+  blocks = (SHARED_DATA / "ner" / "conll2003" / "test.txt").read_text().split("\n\n")
+  (tmp_path / "test.txt").write_text("\n\n".join(blocks[:5]) + "\n\n")
+  assert convert.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}",
+                       f"--spm_model_file={SPM}", f"--output_dir={tmp_path / 'hf'}"]) == 0
+  assert convert.main(["--from=huggingface", "--to=native", f"--input_dir={tmp_path / 'hf'}",
+                       f"--output_dir={tmp_path / 'back'}"]) == 0
+  for name in ("ner", "back"):
+    run_ner(NerOptions(albert_config_file=str(tmp_path / name / "albert_config.json"),
+                       spm_model_file=str(SPM), data_format="conll",
+                       test_file=str(tmp_path / "test.txt"), output_dir=str(tmp_path / name),
+                       do_predict=True, max_seq_length=32, doc_stride=12))
+  predicted = [(tmp_path / name / "test_predictions.txt").read_text() for name in ("ner", "back")]
+  assert predicted[0] == predicted[1]
+  assert {line.split()[-1] for line in predicted[1].splitlines() if line.strip()} <= set(
+      NER_LABELS)
+
+
+def test_a_crf_tagger_is_refused_for_huggingface_and_keeps_its_crf_in_tf1(config, tmp_path,
+                                                                          capsys):
+  source = _randomised(AlbertTokenClassifier(config, NER_LABELS, use_crf=True), seed=8)
+  _ner_output_dir(source, tmp_path / "ner")
+  command = ["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}"]
+  assert convert.main(command + [f"--output_dir={tmp_path / 'hf'}"]) == 1
+  error = capsys.readouterr().err
+  assert "has a CRF" in error and "no counterpart" in error and "--head=encoder" in error
+  assert not (tmp_path / "hf").exists() and not list(tmp_path.glob("hf.tmp*"))
+  assert convert.main(command + ["--head=encoder", f"--output_dir={tmp_path / 'enc'}"]) == 0
+  assert json.loads((tmp_path / "enc" / "config.json").read_text())["architectures"] == [
+      "AlbertModel"]
+  # Between our formats the CRF comes along.
+  assert convert.main(["--from=native", "--to=tf1", f"--checkpoint={tmp_path / 'ner'}",
+                       f"--output_dir={tmp_path / 'tf1'}"]) == 0
+  tf1 = _tensors(tmp_path / "tf1" / "model.ckpt")
+  np.testing.assert_array_equal(tf1["token_classifier/crf/transitions"],
+                                source.crf.transitions.numpy())
+  back = convert.read("tf1", tmp_path / "tf1")
+  assert back.use_crf and back.labels == NER_LABELS
+  np.testing.assert_array_equal(back.model.crf.end_scores.numpy(), source.crf.end_scores.numpy())

@@ -140,15 +140,16 @@ def test_the_export_tags_raw_text_as_do_predict_tagged_the_words(conll, tmp_path
       2 * o.max_seq_length  # and words came from different windows
 
 
-def test_convert_refuses_a_token_classification_checkpoint_it_cannot_write(conll, tmp_path):
-  """Read as a sentence classifier, the NER head would be written under another model's names
-  without a word; it is refused, and the encoder alone converts."""
+def test_convert_reads_a_run_ner_checkpoint_as_a_tagger_with_its_labels(conll):
+  """A trained run_ner output_dir converts as a token classifier (not a sentence classifier
+  under the same names) and carries its tags; the encoder alone still converts."""
   from albert_tf import convert  # pylint: disable=g-import-not-at-top
   o = conll["options"]
-  with pytest.raises(ValueError, match="token-classification .*--head=encoder"):
-    convert.read("native", o.output_dir, str(conll["out"] / "albert_config.json"))
-  assert convert.read("native", o.output_dir, str(conll["out"] / "albert_config.json"),
-                      head="encoder").head == "encoder"
+  config = str(conll["out"] / "albert_config.json")
+  converted = convert.read("native", o.output_dir, config)
+  labels = json.loads((conll["out"] / "model_flags.json").read_text())["labels"]
+  assert converted.head == "token_classification" and converted.labels == labels
+  assert convert.read("native", o.output_dir, config, head="encoder").head == "encoder"
 
 
 def test_a_rerun_predicts_with_the_saved_labels_and_the_same_tags(conll, tmp_path):
