@@ -11,6 +11,14 @@ Chinese (albert_zh) with whole-word masking of jieba words:
   python create_pretraining_data.py --input_file=zh.txt --output_file=zh.tfrecord \
       --vocab_file=albert_zh/vocab.txt --word_segmentation=jieba
 
+On a cluster (or with Beam's DirectRunner on this machine), the same shards come from an Apache
+Beam pipeline when --beam_pipeline_options is given (albert_tf/data/beam_pipeline.py):
+
+  python create_pretraining_data.py --input_file='gs://bucket/corpus/*.txt' \
+      --output_file=gs://bucket/data/train-0.tfrecord,gs://bucket/data/train-1.tfrecord \
+      --spm_model_file=30k-clean.model \
+      --beam_pipeline_options="--runner=DataflowRunner --project=P --region=R ..."
+
 SIGINT (Ctrl-C) or SIGTERM stops the workers at once and removes the temporary shards, with
 exit status 130 or 143 (128 + the signal): nothing is written under the output names until the
 whole job has succeeded. A rerun removes what a run killed outright (SIGKILL) left.
@@ -71,6 +79,11 @@ flags.DEFINE_enum("word_segmentation", _DEFAULTS.word_segmentation, WORD_SEGMENT
                   "--vocab_file; refused with --spm_model_file.")
 flags.DEFINE_string("metadata_file", None,
                     "JSON of counts and flags (default: beside the output shards).")
+flags.DEFINE_string("beam_pipeline_options", None,
+                    "Apache Beam's own options as one string (e.g. \"--runner=DirectRunner "
+                    "--direct_num_workers=2 --direct_running_mode=multi_processing\"): given, "
+                    "an Apache Beam pipeline makes the same shards (--num_workers is then "
+                    "Beam's business); otherwise this machine's worker processes do.")
 
 
 def main(argv):
@@ -92,7 +105,12 @@ def main(argv):
   try:
     inputs = expand_input_files(FLAGS.input_file)
     outputs = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
-    create_pretraining_data(inputs, outputs, options, FLAGS.metadata_file)
+    if FLAGS.beam_pipeline_options is not None:
+      from albert_tf.data import beam_pipeline  # pylint: disable=g-import-not-at-top
+      beam_pipeline.create_pretraining_data(inputs, outputs, options,
+                                            FLAGS.beam_pipeline_options, FLAGS.metadata_file)
+    else:
+      create_pretraining_data(inputs, outputs, options, FLAGS.metadata_file)
   except (OSError, ValueError, LookupError) as e:
     logging.error("%s", e)
     return 1

@@ -141,10 +141,14 @@ def expand_input_files(patterns):
   """Comma list of files and globs -> sorted files; a pattern matching nothing is an error."""
   files = []
   for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-    matches = sorted(glob.glob(pattern))
+    if "://" in pattern:  # gs://... and the other file systems of TensorFlow
+      import tensorflow as tf  # pylint: disable=import-outside-toplevel
+      matches = sorted(m for m in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(m))
+    else:
+      matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
     if not matches:
       raise FileNotFoundError(f"--input_file pattern matches no file: {pattern}")
-    files.extend(m for m in matches if os.path.isfile(m))
+    files.extend(matches)
   if not files:
     raise FileNotFoundError(f"--input_file {patterns!r} names no files")
   return files
@@ -176,67 +180,81 @@ class ReadReport:
 
 
 def iter_documents(input_files, options, report):
-  """Yields documents (lists of raw text lines) from the files, streaming.
+  """Yields documents (lists of raw text lines) from the files, streaming (see
+  `iter_file_documents`)."""
+  for path in input_files:
+    yield from iter_file_documents(path, options, report)
+
+
+def open_binary(path, mode="rb"):
+  """A local file, or one of TensorFlow's file systems (`gs://...`) for a path with a scheme."""
+  if "://" in path:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    return tf.io.gfile.GFile(path, mode)
+  return open(path, mode)
+
+
+def iter_file_documents(path, options, report):
+  """Yields the documents (lists of raw text lines) of one file, streaming.
 
   Lines that do not decode are reported with file and line number and skipped (or fatal with
   `strict`); CRLF endings and a UTF-8 byte-order mark are handled. A document longer than
   8 blocks is cut into parts at a line end, so no single document can exhaust memory; a line
   that long is one sentence and stays whole (`report.pending_long_lines` notes it).
   """
-  for path in input_files:
-    report.files += 1
-    document, document_bytes = [], 0
-    cut_at = None  # line where a long document was cut: a split if the document goes on
-    max_document_bytes = 8 * options.block_bytes
-    documents_before = report.documents
-    with open(path, "rb") as f:
-      for line_number, raw in enumerate(f, start=1):
-        report.bytes_read += len(raw)
-        if line_number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-          raw = raw[3:]
-        try:
-          line = raw.decode(options.input_encoding)
-        except UnicodeDecodeError as e:
-          report.bad_lines += 1
-          message = (f"{path}:{line_number}: not valid {options.input_encoding} ({e.reason} at "
-                     f"byte {e.start}); use --input_encoding for other encodings")
-          if options.strict:
-            raise ValueError(message + " (--strict)") from None
-          if report.bad_lines <= 10:
-            logger.warning("%s; line skipped", message)
-          continue
-        if line.strip():
-          if cut_at is not None:
-            if report.split_documents == 0:
-              logger.warning("%s:%d: document longer than %d bytes is split into parts "
-                             "here", path, cut_at, max_document_bytes)
-            report.split_documents += 1
-            cut_at = None
-          document.append(line)
-          document_bytes += len(raw)
-          report.lines += 1
-          if document_bytes >= max_document_bytes:
-            # Bounded memory: a document with no blank line for megabytes is cut in parts.
-            if len(raw) >= max_document_bytes:
-              report.long_lines += 1
-              report.pending_long_lines[report.documents] = (path, line_number, len(raw),
-                                                             len(document))
-            report.documents += 1
-            yield document
-            document, document_bytes = [], 0
-            cut_at = line_number
-        else:
+  report.files += 1
+  document, document_bytes = [], 0
+  cut_at = None  # line where a long document was cut: a split if the document goes on
+  max_document_bytes = 8 * options.block_bytes
+  documents_before = report.documents
+  with open_binary(path) as f:
+    for line_number, raw in enumerate(f, start=1):
+      report.bytes_read += len(raw)
+      if line_number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+      try:
+        line = raw.decode(options.input_encoding)
+      except UnicodeDecodeError as e:
+        report.bad_lines += 1
+        message = (f"{path}:{line_number}: not valid {options.input_encoding} ({e.reason} at "
+                   f"byte {e.start}); use --input_encoding for other encodings")
+        if options.strict:
+          raise ValueError(message + " (--strict)") from None
+        if report.bad_lines <= 10:
+          logger.warning("%s; line skipped", message)
+        continue
+      if line.strip():
+        if cut_at is not None:
+          if report.split_documents == 0:
+            logger.warning("%s:%d: document longer than %d bytes is split into parts "
+                           "here", path, cut_at, max_document_bytes)
+          report.split_documents += 1
           cut_at = None
-          if document:
-            report.documents += 1
-            yield document
-            document, document_bytes = [], 0
-    if document:
-      report.documents += 1
-      yield document
-    if report.documents == documents_before:
-      report.empty_files.append(path)
-      logger.warning("%s: no documents (empty file)", path)
+        document.append(line)
+        document_bytes += len(raw)
+        report.lines += 1
+        if document_bytes >= max_document_bytes:
+          # Bounded memory: a document with no blank line for megabytes is cut in parts.
+          if len(raw) >= max_document_bytes:
+            report.long_lines += 1
+            report.pending_long_lines[report.documents] = (path, line_number, len(raw),
+                                                           len(document))
+          report.documents += 1
+          yield document
+          document, document_bytes = [], 0
+          cut_at = line_number
+      else:
+        cut_at = None
+        if document:
+          report.documents += 1
+          yield document
+          document, document_bytes = [], 0
+  if document:
+    report.documents += 1
+    yield document
+  if report.documents == documents_before:
+    report.empty_files.append(path)
+    logger.warning("%s: no documents (empty file)", path)
 
 
 def iter_blocks(documents, block_bytes):
@@ -250,6 +268,27 @@ def iter_blocks(documents, block_bytes):
       block, size = [], 0
   if block:
     yield block
+
+
+def iter_file_blocks(file_index, path, options, report):
+  """(block key, block, long-line notes) of one file, in order.
+
+  Blocks never span two files, so that each file can be read by its own worker (the Beam
+  pipeline): a block's key is (index of the file in the input list, block number in the file),
+  which seeds its random choices and places its records in the shards. `report` counts the
+  reading; the notes are `_with_long_lines`'.
+  """
+  first = report.documents
+  blocks = iter_blocks(iter_file_documents(path, options, report), options.block_bytes)
+  for number, (block, notes) in enumerate(_with_long_lines(blocks, report, first)):
+    yield (file_index, number), block, notes
+
+
+def shard_offset(random_seed, block_key, num_shards):
+  """The shard of a block's first record; the next ones go round-robin from it. Seeded by the
+  block's key alone, so any worker places any block's records without knowing the others."""
+  file_index, number = block_key
+  return random.Random(f"{random_seed}/{file_index}/{number}/shard").randrange(num_shards)
 
 
 # --- worker side ---------------------------------------------------------------------------------
@@ -308,9 +347,10 @@ def _encode_lines(lines, stats):
   return encoded
 
 
-def process_block(block_index, block, long_lines=None):
+def process_block(block_key, block, long_lines=None):
   """Tokenizes one block of documents and returns (serialized records, statistics, long-line
-  reports).
+  reports). `block_key` is (file index, block number in the file): the seeds of every random
+  choice.
 
   `long_lines` maps a document's index in the block to (path, line number, bytes, lines) of
   the overlong line that ends it; its report says how many of the document's tokens its
@@ -340,9 +380,11 @@ def process_block(block_index, block, long_lines=None):
   instance_stats = {}
   instances = []
   seed = options.random_seed
+  file_index, number = block_key
+  block_seed = f"{seed}/{file_index}/{number}"
   for dupe in range(options.dupe_factor):
     for index, document in enumerate(documents):
-      rng = random.Random(f"{seed}/{block_index}/{dupe}/{index}")
+      rng = random.Random(f"{block_seed}/{dupe}/{index}")
       dropped_before = instance_stats.get("dropped_tokens", 0)
       created = create_instances(document, index, documents, rng, instance_options, masking,
                                  instance_stats)
@@ -350,7 +392,7 @@ def process_block(block_index, block, long_lines=None):
       if index in reports:
         reports[index]["instances"] += len(created)
         reports[index]["dropped"] += instance_stats.get("dropped_tokens", 0) - dropped_before
-  random.Random(f"{seed}/{block_index}/shuffle").shuffle(instances)
+  random.Random(f"{block_seed}/shuffle").shuffle(instances)
   serialized = []
   for instance in instances:
     serialized.append(records.encode_example(records.instance_features(
@@ -393,9 +435,9 @@ class _Progress:
                 report.bytes_read / 1e6, self.total_bytes / 1e6, rate / 1e6, max(eta, 0.0))
 
 
-def _with_long_lines(blocks, report):
-  """(block, {document index in the block: where its overlong last line is}) per block."""
-  first = 0
+def _with_long_lines(blocks, report, first=0):
+  """(block, {document index in the block: where its overlong last line is}) per block;
+  `first` is the report's document number of the first block's first document."""
   for block in blocks:
     end = first + len(block)
     # The reader has read every document of the block by now, so their notes are in.
@@ -417,22 +459,24 @@ def _log_long_line(report, dupe_factor):
 
 
 def _results_in_order(blocks, options, workers):
-  """(block results) in block order; at most 2 blocks per worker in flight. `blocks` yields
-  (block, long-line notes)."""
+  """(block key, block results) in block order; at most 2 blocks per worker in flight.
+  `blocks` yields (block key, block, long-line notes)."""
   if workers == 1:
     _init_worker(options)
-    for index, (block, notes) in enumerate(blocks):
-      yield process_block(index, block, notes)
+    for key, block, notes in blocks:
+      yield key, process_block(key, block, notes)
     return
   context = multiprocessing.get_context("spawn")  # no inherited TensorFlow state in workers
   with context.Pool(workers, initializer=_init_pool_worker, initargs=(options,)) as pool:
     pending = collections.deque()
-    for index, (block, notes) in enumerate(blocks):
-      pending.append(pool.apply_async(process_block, (index, block, notes)))
+    for key, block, notes in blocks:
+      pending.append((key, pool.apply_async(process_block, (key, block, notes))))
       if len(pending) >= 2 * workers:
-        yield pending.popleft().get()
+        key, result = pending.popleft()
+        yield key, result.get()
     while pending:
-      yield pending.popleft().get()
+      key, result = pending.popleft()
+      yield key, result.get()
 
 
 class Interrupted(BaseException):
@@ -465,16 +509,18 @@ def remove_leftovers(output_files, metadata_file):
   return leftovers
 
 
-def create_pretraining_data(input_files, output_files, options, metadata_file=None):
-  """Runs the whole job; returns the metadata dict also written to `metadata_file`."""
+def check_job(input_files, output_files, options):
+  """The checks both the local path and the Beam pipeline make before reading anything;
+  returns the word segmentation's metadata."""
   options.validate()
-  output_files = [os.fspath(p) for p in output_files]
   if not output_files:
     raise ValueError("--output_file names no files")
   overlap = {os.path.abspath(p) for p in output_files} & {os.path.abspath(p)
                                                          for p in input_files}
   if overlap:
     raise ValueError(f"--output_file would overwrite input {sorted(overlap)[0]}")
+  if len(set(output_files)) != len(output_files):
+    raise ValueError("--output_file names the same shard twice")
   warning = options.masking_budget_warning()
   if warning:
     logger.warning(warning)
@@ -490,45 +536,17 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
       raise ValueError(f"--word_segmentation=jieba needs the jieba package ({e}); "
                        "pip install -r requirements.txt") from e
     segmentation = chinese.segmentation_metadata()
-  workers = options.num_workers or os.cpu_count() or 1
-  metadata_file = metadata_file or metadata_path(output_files)
-  remove_leftovers(output_files, metadata_file)
-  report = ReadReport()
-  totals = collections.Counter()
-  progress = _Progress(sum(os.path.getsize(p) for p in input_files))
-  with _sigterm_interrupts():
-    writer = records.AtomicShardWriter(output_files)
-    blocks = _with_long_lines(
-        iter_blocks(iter_documents(input_files, options, report), options.block_bytes), report)
-    results = _results_in_order(blocks, options, workers)
-    try:
-      for serialized, stats, long_lines in results:
-        writer.write(serialized)
-        totals.update(stats)
-        for long_line in long_lines:
-          _log_long_line(long_line, options.dupe_factor)
-        progress.update(report, totals["instances"])
-      if totals["instances"] == 0:
-        raise ValueError(f"no instances: the input ({len(input_files)} files) holds no "
-                         "non-empty document")
-    except BaseException as e:
-      results.close()  # terminates the pool now, not when the generator is collected
-      writer.abort()
-      if isinstance(e, (Interrupted, KeyboardInterrupt)):
-        logger.warning("%s: the workers are stopped and the temporary shards removed (%s); "
-                       "nothing was written under the output names",
-                       e if isinstance(e, Interrupted) else "stopped by SIGINT",
-                       ", ".join(writer.temp_files))
-      raise
-  writer.commit()
-  progress.update(report, totals["instances"], force=True)
-  elapsed = time.time() - progress.start
+  return segmentation
+
+
+def build_metadata(options, input_files, output_files, counts, totals, report, elapsed):
+  """The metadata JSON's dict (without how it ran: `workers`, `runner`)."""
   metadata = {
       "format": METADATA_FORMAT,
       "flags": dataclasses.asdict(options),
       "input_files": list(input_files),
       "shards": [{"path": os.path.basename(p), "instances": n}
-                 for p, n in zip(output_files, writer.counts)],
+                 for p, n in zip(output_files, counts)],
       "total_instances": totals["instances"],
       "max_seq_length": options.max_seq_length,
       "max_predictions_per_seq": options.max_predictions_per_seq,
@@ -541,19 +559,29 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
       "instances_per_second": round(totals["instances"] / max(elapsed, 1e-9), 1),
   }
   del metadata["flags"]["num_workers"]  # does not change the output
-  metadata["workers"] = workers
-  # jieba's version fixes its dictionary, hence which characters were masked together.
-  metadata["word_segmentation"] = segmentation
+  return metadata
+
+
+def write_metadata(metadata_file, metadata):
+  """The JSON, written under a temporary name and renamed (any TensorFlow file system)."""
   tmp = metadata_file + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(metadata, f, indent=2)
-    f.write("\n")
-  os.replace(tmp, metadata_file)
+  text = (json.dumps(metadata, indent=2) + "\n").encode("utf-8")
+  with open_binary(tmp, "wb") as f:
+    f.write(text)
+  if "://" in metadata_file:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.io.gfile.rename(tmp, metadata_file, overwrite=True)
+  else:
+    os.replace(tmp, metadata_file)
+
+
+def log_summary(options, totals, output_files, elapsed, metadata_file, bad_lines):
+  """What the job made, what it dropped and what looks wrong, for the log."""
   logger.info("Wrote %d instances to %d shards in %.1fs (%.0f instances/s); metadata: %s",
-              totals["instances"], len(output_files), elapsed, metadata["instances_per_second"],
-              metadata_file)
-  if report.bad_lines:
-    logger.warning("skipped %d lines that were not valid %s", report.bad_lines,
+              totals["instances"], len(output_files), elapsed,
+              totals["instances"] / max(elapsed, 1e-9), metadata_file)
+  if bad_lines:
+    logger.warning("skipped %d lines that were not valid %s", bad_lines,
                    options.input_encoding)
   if totals["dropped_tokens"]:
     passed = totals["tokens"] * options.dupe_factor
@@ -565,4 +593,54 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
   warning = options.sentence_order_warning(totals)
   if warning:
     logger.warning(warning)
+
+
+def no_instances_error(input_files):
+  return ValueError(f"no instances: the input ({len(input_files)} files) holds no non-empty "
+                    "document")
+
+
+def create_pretraining_data(input_files, output_files, options, metadata_file=None):
+  """Runs the whole job; returns the metadata dict also written to `metadata_file`."""
+  output_files = [os.fspath(p) for p in output_files]
+  segmentation = check_job(input_files, output_files, options)
+  workers = options.num_workers or os.cpu_count() or 1
+  metadata_file = metadata_file or metadata_path(output_files)
+  remove_leftovers(output_files, metadata_file)
+  report = ReadReport()
+  totals = collections.Counter()
+  progress = _Progress(sum(os.path.getsize(p) for p in input_files))
+  with _sigterm_interrupts():
+    writer = records.AtomicShardWriter(output_files)
+    blocks = (item for index, path in enumerate(input_files)
+              for item in iter_file_blocks(index, path, options, report))
+    results = _results_in_order(blocks, options, workers)
+    try:
+      for key, (serialized, stats, long_lines) in results:
+        writer.write(serialized, shard_offset(options.random_seed, key, len(output_files)))
+        totals.update(stats)
+        for long_line in long_lines:
+          _log_long_line(long_line, options.dupe_factor)
+        progress.update(report, totals["instances"])
+      if totals["instances"] == 0:
+        raise no_instances_error(input_files)
+    except BaseException as e:
+      results.close()  # terminates the pool now, not when the generator is collected
+      writer.abort()
+      if isinstance(e, (Interrupted, KeyboardInterrupt)):
+        logger.warning("%s: the workers are stopped and the temporary shards removed (%s); "
+                       "nothing was written under the output names",
+                       e if isinstance(e, Interrupted) else "stopped by SIGINT",
+                       ", ".join(writer.temp_files))
+      raise
+  writer.commit()
+  progress.update(report, totals["instances"], force=True)
+  elapsed = time.time() - progress.start
+  metadata = build_metadata(options, input_files, output_files, writer.counts, totals, report,
+                            elapsed)
+  metadata["workers"] = workers
+  # jieba's version fixes its dictionary, hence which characters were masked together.
+  metadata["word_segmentation"] = segmentation
+  write_metadata(metadata_file, metadata)
+  log_summary(options, totals, output_files, elapsed, metadata_file, report.bad_lines)
   return metadata

@@ -228,9 +228,12 @@ class AtomicShardWriter:
     self.counts = [0] * len(self.output_files)
     self._next = 0
 
-  def write(self, records):
-    """Appends serialized examples round-robin across shards (as the original)."""
+  def write(self, records, first_shard=None):
+    """Appends serialized examples round-robin across shards (as the original), from
+    `first_shard` when given, else from where the previous call stopped."""
     n = len(self._handles)
+    if first_shard is not None:
+      self._next = first_shard % n
     groups = [[] for _ in range(n)]
     for record in records:
       groups[self._next].append(record)

@@ -1,0 +1,266 @@
+"""create_pretraining_data as an Apache Beam pipeline: the same shards, made by a cluster.
+
+    create_pretraining_data(input_files, output_files, options,
+                            beam_pipeline_options="--runner=DirectRunner --direct_num_workers=2 "
+                                                  "--direct_running_mode=multi_processing")
+
+The local path (create.py) streams blocks through one machine's cores; this pipeline gives the
+same work to Beam, so it runs on the DirectRunner here and on Dataflow, Flink or Spark as they
+are:
+
+    input files -> Reshuffle -> read each file's blocks -> Reshuffle (blocks, not records)
+      -> process_block (tokenize, instances, masks, records) -> (shard, record)
+      -> GroupByKey(shard) -> each shard written under a temporary name -> commit
+
+Same records: a block is the local path's block (blocks never span two files), seeded by its
+key (file index, block number), and its records go to the shards from `shard_offset(key)` on,
+round-robin, as the local path writes them. So each shard holds the local shard's records; the
+order inside a shard may differ, because Beam gives a shard's records to its writer in no set
+order and sorting them would hold a whole shard in one worker's memory (pretraining reads the
+shards through a shuffle buffer anyway).
+
+Scale: a worker holds one file's reader and a block or two at a time; the only shuffles are the
+blocks' text (to spread one large file over many workers) and the records into their shards
+(what writing shards needs). Each shard is written to `<shard>.tmp-<8 hex>` and every one is
+renamed to its final name only in the last step, after all were written, with the metadata JSON
+last; a failed or cancelled job leaves no file under a final name (a rerun of the local path or
+of this pipeline removes the temporary ones). Paths may be on any TensorFlow file system
+(`gs://...`): files are read and written through `tf.io.gfile` when they have a scheme.
+
+Progress: Beam's counters (`albert_tf` namespace: files, blocks, documents, instances, bytes)
+show in the runner's UI (Dataflow's job page); each worker logs each block it finishes.
+"""
+
+import collections
+import logging
+import shlex
+import time
+import typing
+
+from albert_tf.data import create
+from albert_tf.data import records
+
+logger = logging.getLogger(__name__)
+NAMESPACE = "albert_tf"
+
+
+def _beam():
+  try:
+    import apache_beam as beam  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise ValueError(f"--beam_pipeline_options needs apache-beam ({e}); "
+                     "pip install -r requirements.txt") from e
+  return beam
+
+
+def _report_dict(report):
+  return {"files": report.files, "bytes": report.bytes_read, "lines": report.lines,
+          "documents": report.documents, "bad_lines": report.bad_lines,
+          "split_documents": report.split_documents, "long_lines": report.long_lines,
+          "empty_files": list(report.empty_files)}
+
+
+def _merge_reports(reports):
+  """One ReadReport from the per-file dicts (empty files in input order)."""
+  merged = create.ReadReport()
+  for _, report in sorted(reports, key=lambda item: item[0]):
+    merged.files += report["files"]
+    merged.bytes_read += report["bytes"]
+    merged.lines += report["lines"]
+    merged.documents += report["documents"]
+    merged.bad_lines += report["bad_lines"]
+    merged.split_documents += report["split_documents"]
+    merged.long_lines += report["long_lines"]
+    merged.empty_files.extend(report["empty_files"])
+  return merged
+
+
+def _sum_counters(counters):
+  total = collections.Counter()
+  for counter in counters:
+    total.update(counter)
+  return dict(total)
+
+
+def _exists(path):
+  if "://" in path:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    return tf.io.gfile.exists(path)
+  import os  # pylint: disable=import-outside-toplevel
+  return os.path.exists(path)
+
+
+def _rename(source, target):
+  if "://" in target:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.io.gfile.rename(source, target, overwrite=True)
+  else:
+    import os  # pylint: disable=import-outside-toplevel
+    os.replace(source, target)
+
+
+def _remove(path):
+  if "://" in path:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.io.gfile.remove(path)
+  else:
+    import os  # pylint: disable=import-outside-toplevel
+    os.remove(path)
+
+
+def _temporary_files(output_file):
+  """`<output_file>.tmp-<8 hex>` files (of this run's failed attempts, or of a stopped run)."""
+  if "://" in output_file:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    found = tf.io.gfile.glob(output_file + ".tmp-*")
+  else:
+    import glob  # pylint: disable=import-outside-toplevel
+    found = glob.glob(glob.escape(output_file) + ".tmp-*")
+  return [p for p in found if records.TEMPORARY_NAME.search(p)]
+
+
+def _build(pipeline, input_files, output_files, options, metadata_file, segmentation, runner,
+           started):
+  """The pipeline's transforms, from the input list to the committed shards."""
+  beam = _beam()
+  metrics = beam.metrics.Metrics
+  num_shards = len(output_files)
+
+  @beam.typehints.with_output_types(typing.Tuple[typing.Any, typing.Any])
+  class ReadBlocks(beam.DoFn):
+    """(file index, path) -> (block key, block, notes) of the file; the file's read report as
+    the "report" output."""
+
+    def process(self, item):
+      index, path = item
+      report = create.ReadReport()
+      blocks = 0
+      for key, block, notes in create.iter_file_blocks(index, path, options, report):
+        blocks += 1
+        yield key, (block, notes)
+      metrics.counter(NAMESPACE, "files").inc()
+      metrics.counter(NAMESPACE, "blocks").inc(blocks)
+      metrics.counter(NAMESPACE, "bytes").inc(report.bytes_read)
+      yield beam.pvalue.TaggedOutput("report", (index, _report_dict(report)))
+
+  # Main outputs' types: Beam would infer a union with the tagged side outputs.
+  @beam.typehints.with_output_types(typing.Tuple[int, bytes])
+  class ProcessBlock(beam.DoFn):
+    """(block key, block) -> (shard, record) for each record; statistics as "stats"."""
+
+    def setup(self):
+      create._init_worker(options)  # pylint: disable=protected-access
+
+    def process(self, item):
+      key, (block, notes) = item
+      serialized, stats, long_lines = create.process_block(key, block, notes)
+      for long_line in long_lines:
+        create._log_long_line(long_line, options.dupe_factor)  # pylint: disable=protected-access
+      first = create.shard_offset(options.random_seed, key, num_shards)
+      for k, record in enumerate(serialized):
+        yield (first + k) % num_shards, record
+      metrics.counter(NAMESPACE, "documents").inc(stats.get("documents", 0))
+      metrics.counter(NAMESPACE, "instances").inc(stats.get("instances", 0))
+      logger.info("block %s of %s: %d instances", key, input_files[key[0]],
+                  stats.get("instances", 0))
+      yield beam.pvalue.TaggedOutput("stats", stats)
+
+  class WriteShard(beam.DoFn):
+    """(shard, records) -> (shard, temporary file, count): the shard's records framed as
+    TFRecords under a temporary name of its own (a retried attempt writes another)."""
+
+    def process(self, item):
+      shard, shard_records = item
+      temp = records.temporary_name(output_files[shard])
+      count, batch = 0, []
+      with create.open_binary(temp, "wb") as f:
+        for record in shard_records:
+          batch.append(record)
+          if len(batch) >= 1024:
+            f.write(records.frame_records(batch))
+            count += len(batch)
+            batch = []
+        if batch:
+          f.write(records.frame_records(batch))
+          count += len(batch)
+      yield shard, temp, count
+
+  def commit(written, stats, reports):
+    """Renames every shard into place (an empty file for a shard that got no record), removes
+    the other temporary files, writes the metadata last; or, with no instance at all, removes
+    the temporary files and fails."""
+    temps = {shard: (temp, count) for shard, temp, count in written}
+    totals = collections.Counter(stats)
+    if totals["instances"] == 0:
+      for output in output_files:
+        for path in _temporary_files(output):
+          _remove(path)
+      raise create.no_instances_error(input_files)
+    counts = []
+    for shard, output in enumerate(output_files):
+      if shard in temps:
+        temp, count = temps[shard]
+      else:
+        temp, count = records.temporary_name(output), 0
+        with create.open_binary(temp, "wb"):
+          pass
+      _rename(temp, output)
+      counts.append(count)
+      for path in _temporary_files(output):  # failed attempts' copies
+        _remove(path)
+    report = _merge_reports(reports)
+    elapsed = time.time() - started
+    metadata = create.build_metadata(options, input_files, output_files, counts, totals, report,
+                                     elapsed)
+    metadata["runner"] = runner
+    metadata["word_segmentation"] = segmentation
+    create.write_metadata(metadata_file, metadata)
+    create.log_summary(options, totals, output_files, elapsed, metadata_file, report.bad_lines)
+    return metadata_file
+
+  read = (pipeline
+          | "Files" >> beam.Create(list(enumerate(input_files)))
+          | "SpreadFiles" >> beam.Reshuffle()
+          | "ReadBlocks" >> beam.ParDo(ReadBlocks()).with_outputs("report", main="blocks"))
+  made = (read.blocks
+          | "SpreadBlocks" >> beam.Reshuffle()
+          | "ProcessBlocks" >> beam.ParDo(ProcessBlock()).with_outputs("stats", main="records"))
+  written = (made.records
+             | "GroupByShard" >> beam.GroupByKey()
+             | "WriteShards" >> beam.ParDo(WriteShard()))
+  stats = made.stats | "SumStatistics" >> beam.CombineGlobally(_sum_counters)
+  reports = read.report | "Reports" >> beam.combiners.ToList()
+  return (written
+          | "AllShards" >> beam.combiners.ToList()
+          | "Commit" >> beam.Map(commit, beam.pvalue.AsSingleton(stats),
+                                 beam.pvalue.AsSingleton(reports)))
+
+
+def create_pretraining_data(input_files, output_files, options, beam_pipeline_options,
+                            metadata_file=None):
+  """Runs the job as a Beam pipeline with `beam_pipeline_options` (Beam's own flags, one
+  string, e.g. "--runner=DataflowRunner --project=... --region=... --temp_location=gs://...");
+  returns the metadata dict written beside the shards, as the local path does."""
+  beam = _beam()
+  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
+  output_files = [str(p) for p in output_files]
+  segmentation = create.check_job(input_files, output_files, options)
+  metadata_file = metadata_file or create.metadata_path(output_files)
+  leftovers = [path for output in output_files for path in _temporary_files(output)]
+  if _exists(metadata_file + ".tmp"):
+    leftovers.append(metadata_file + ".tmp")
+  for path in leftovers:
+    logger.info("removing %s, left by a run that was stopped", path)
+    _remove(path)
+  args = shlex.split(beam_pipeline_options or "")
+  pipeline_options = PipelineOptions(args)
+  runner = " ".join(args)
+  started = time.time()
+  logger.info("Beam pipeline (%s): %d input files -> %d shards", runner or "DirectRunner",
+              len(input_files), len(output_files))
+  with beam.Pipeline(options=pipeline_options) as pipeline:
+    _build(pipeline, list(input_files), output_files, options, metadata_file, segmentation,
+           runner, started)
+  import json  # pylint: disable=import-outside-toplevel
+  with create.open_binary(metadata_file) as f:
+    return json.loads(f.read().decode("utf-8"))
