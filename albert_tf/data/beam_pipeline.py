@@ -32,6 +32,7 @@ show in the runner's UI (Dataflow's job page); each worker logs each block it fi
 """
 
 import collections
+import json
 import logging
 import shlex
 import time
@@ -53,25 +54,11 @@ def _beam():
   return beam
 
 
-def _report_dict(report):
-  return {"files": report.files, "bytes": report.bytes_read, "lines": report.lines,
-          "documents": report.documents, "bad_lines": report.bad_lines,
-          "split_documents": report.split_documents, "long_lines": report.long_lines,
-          "empty_files": list(report.empty_files)}
-
-
 def _merge_reports(reports):
-  """One ReadReport from the per-file dicts (empty files in input order)."""
+  """One ReadReport from the per-file ones (empty files in input order)."""
   merged = create.ReadReport()
   for _, report in sorted(reports, key=lambda item: item[0]):
-    merged.files += report["files"]
-    merged.bytes_read += report["bytes"]
-    merged.lines += report["lines"]
-    merged.documents += report["documents"]
-    merged.bad_lines += report["bad_lines"]
-    merged.split_documents += report["split_documents"]
-    merged.long_lines += report["long_lines"]
-    merged.empty_files.extend(report["empty_files"])
+    merged.merge(report)
   return merged
 
 
@@ -80,43 +67,6 @@ def _sum_counters(counters):
   for counter in counters:
     total.update(counter)
   return dict(total)
-
-
-def _exists(path):
-  if "://" in path:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    return tf.io.gfile.exists(path)
-  import os  # pylint: disable=import-outside-toplevel
-  return os.path.exists(path)
-
-
-def _rename(source, target):
-  if "://" in target:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    tf.io.gfile.rename(source, target, overwrite=True)
-  else:
-    import os  # pylint: disable=import-outside-toplevel
-    os.replace(source, target)
-
-
-def _remove(path):
-  if "://" in path:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    tf.io.gfile.remove(path)
-  else:
-    import os  # pylint: disable=import-outside-toplevel
-    os.remove(path)
-
-
-def _temporary_files(output_file):
-  """`<output_file>.tmp-<8 hex>` files (of this run's failed attempts, or of a stopped run)."""
-  if "://" in output_file:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    found = tf.io.gfile.glob(output_file + ".tmp-*")
-  else:
-    import glob  # pylint: disable=import-outside-toplevel
-    found = glob.glob(glob.escape(output_file) + ".tmp-*")
-  return [p for p in found if records.TEMPORARY_NAME.search(p)]
 
 
 def _build(pipeline, input_files, output_files, options, metadata_file, segmentation, runner,
@@ -141,7 +91,7 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
       metrics.counter(NAMESPACE, "files").inc()
       metrics.counter(NAMESPACE, "blocks").inc(blocks)
       metrics.counter(NAMESPACE, "bytes").inc(report.bytes_read)
-      yield beam.pvalue.TaggedOutput("report", (index, _report_dict(report)))
+      yield beam.pvalue.TaggedOutput("report", (index, report))
 
   # Main outputs' types: Beam would infer a union with the tagged side outputs.
   @beam.typehints.with_output_types(typing.Tuple[int, bytes])
@@ -193,8 +143,8 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
     totals = collections.Counter(stats)
     if totals["instances"] == 0:
       for output in output_files:
-        for path in _temporary_files(output):
-          _remove(path)
+        for path in create.temporary_files(output):
+          create.remove_file(path)
       raise create.no_instances_error(input_files)
     counts = []
     for shard, output in enumerate(output_files):
@@ -204,10 +154,10 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
         temp, count = records.temporary_name(output), 0
         with create.open_binary(temp, "wb"):
           pass
-      _rename(temp, output)
+      create.rename_file(temp, output)
       counts.append(count)
-      for path in _temporary_files(output):  # failed attempts' copies
-        _remove(path)
+      for path in create.temporary_files(output):  # failed attempts' copies
+        create.remove_file(path)
     report = _merge_reports(reports)
     elapsed = time.time() - started
     metadata = create.build_metadata(options, input_files, output_files, counts, totals, report,
@@ -246,12 +196,7 @@ def create_pretraining_data(input_files, output_files, options, beam_pipeline_op
   output_files = [str(p) for p in output_files]
   segmentation = create.check_job(input_files, output_files, options)
   metadata_file = metadata_file or create.metadata_path(output_files)
-  leftovers = [path for output in output_files for path in _temporary_files(output)]
-  if _exists(metadata_file + ".tmp"):
-    leftovers.append(metadata_file + ".tmp")
-  for path in leftovers:
-    logger.info("removing %s, left by a run that was stopped", path)
-    _remove(path)
+  create.remove_leftovers(output_files, metadata_file)
   args = shlex.split(beam_pipeline_options or "")
   pipeline_options = PipelineOptions(args)
   runner = " ".join(args)
@@ -261,6 +206,5 @@ def create_pretraining_data(input_files, output_files, options, beam_pipeline_op
   with beam.Pipeline(options=pipeline_options) as pipeline:
     _build(pipeline, list(input_files), output_files, options, metadata_file, segmentation,
            runner, started)
-  import json  # pylint: disable=import-outside-toplevel
   with create.open_binary(metadata_file) as f:
     return json.loads(f.read().decode("utf-8"))

@@ -178,6 +178,20 @@ class ReadReport:
   # at least 8 blocks, until the driver hands them to the block's worker.
   pending_long_lines: dict = dataclasses.field(default_factory=dict)
 
+  def merge(self, other):
+    """Adds the counts of `other` (another file's report) to this one."""
+    for field in ("files", "bytes_read", "documents", "lines", "bad_lines", "split_documents",
+                  "long_lines"):
+      setattr(self, field, getattr(self, field) + getattr(other, field))
+    self.empty_files.extend(other.empty_files)
+
+  def summary(self):
+    """The metadata's "read" entry."""
+    return {"files": self.files, "bytes": self.bytes_read, "lines": self.lines,
+            "documents": self.documents, "bad_lines": self.bad_lines,
+            "split_documents": self.split_documents, "long_lines": self.long_lines,
+            "empty_files": list(self.empty_files)}
+
 
 def iter_documents(input_files, options, report):
   """Yields documents (lists of raw text lines) from the files, streaming (see
@@ -186,12 +200,44 @@ def iter_documents(input_files, options, report):
     yield from iter_file_documents(path, options, report)
 
 
+# Files: local ones directly, a path with a scheme (`gs://...`) through TensorFlow's file
+# systems (imported only then: the workers of a local job never load TensorFlow).
+def _gfile():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.io.gfile
+
+
 def open_binary(path, mode="rb"):
-  """A local file, or one of TensorFlow's file systems (`gs://...`) for a path with a scheme."""
+  return _gfile().GFile(path, mode) if "://" in path else open(path, mode)
+
+
+def path_exists(path):
+  return _gfile().exists(path) if "://" in path else os.path.exists(path)
+
+
+def rename_file(source, target):
+  """`source` -> `target`, replacing it."""
+  if "://" in target:
+    _gfile().rename(source, target, overwrite=True)
+  else:
+    os.replace(source, target)
+
+
+def remove_file(path):
   if "://" in path:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    return tf.io.gfile.GFile(path, mode)
-  return open(path, mode)
+    _gfile().remove(path)
+  else:
+    os.remove(path)
+
+
+def temporary_files(output_file):
+  """The `<output_file>.tmp-<8 hex>` files that writes of it left (stopped runs, failed
+  attempts)."""
+  if "://" in output_file:
+    found = _gfile().glob(output_file + ".tmp-*")
+  else:
+    found = glob.glob(glob.escape(output_file) + ".tmp-*")
+  return [p for p in found if records.TEMPORARY_NAME.search(p)]
 
 
 def iter_file_documents(path, options, report):
@@ -498,14 +544,12 @@ def _sigterm_interrupts():
 def remove_leftovers(output_files, metadata_file):
   """Removes the temporary shards (`<shard>.tmp-<8 hex>`) and metadata (`<metadata>.tmp`) that
   a killed run (SIGKILL, a crash) left behind: never complete, never read. Returns them."""
-  leftovers = [path for output in output_files for path in glob.glob(glob.escape(output) +
-                                                                     ".tmp-*")
-               if records.TEMPORARY_NAME.search(path)]
-  if os.path.exists(metadata_file + ".tmp"):
+  leftovers = [path for output in output_files for path in temporary_files(output)]
+  if path_exists(metadata_file + ".tmp"):
     leftovers.append(metadata_file + ".tmp")
   for path in leftovers:
     logger.info("removing %s, left by a run that was stopped", path)
-    os.remove(path)
+    remove_file(path)
   return leftovers
 
 
@@ -550,10 +594,7 @@ def build_metadata(options, input_files, output_files, counts, totals, report, e
       "total_instances": totals["instances"],
       "max_seq_length": options.max_seq_length,
       "max_predictions_per_seq": options.max_predictions_per_seq,
-      "read": {"files": report.files, "bytes": report.bytes_read, "lines": report.lines,
-               "documents": report.documents, "bad_lines": report.bad_lines,
-               "split_documents": report.split_documents, "long_lines": report.long_lines,
-               "empty_files": report.empty_files},
+      "read": report.summary(),
       "statistics": {k: totals[k] for k in sorted(totals)},
       "elapsed_seconds": round(elapsed, 3),
       "instances_per_second": round(totals["instances"] / max(elapsed, 1e-9), 1),
@@ -568,11 +609,7 @@ def write_metadata(metadata_file, metadata):
   text = (json.dumps(metadata, indent=2) + "\n").encode("utf-8")
   with open_binary(tmp, "wb") as f:
     f.write(text)
-  if "://" in metadata_file:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    tf.io.gfile.rename(tmp, metadata_file, overwrite=True)
-  else:
-    os.replace(tmp, metadata_file)
+  rename_file(tmp, metadata_file)
 
 
 def log_summary(options, totals, output_files, elapsed, metadata_file, bad_lines):

@@ -101,10 +101,11 @@ class NerServing(tf.Module):
     flat = tf.gather(values, tf.where(tf.gather(n, word) > 0, source, total))
     return tf.RaggedTensor.from_row_lengths(flat, counts, validate=False)
 
-  def _windows(self, counts, word_rows):
+  def _windows(self, counts, word_rows, example_of_word):
     """(example, first word, end word) of every window, words as flat indices.
 
-    `counts` [words]: pieces per word; `word_rows`: row splits of the words per example.
+    `counts` [words]: pieces per word; `word_rows`: row splits of the words per example;
+    `example_of_word` [words]: each word's example.
     As data/ner_features.window_bounds: a window takes words while their pieces fit
     `max_seq_length - 2` (at least one word), the next starts at the first word at least
     `doc_stride` pieces on (at most at this one's end), until a window reaches the last word.
@@ -112,7 +113,6 @@ class NerServing(tf.Module):
     room = self.max_seq_length - 2
     offsets = tf.concat([[0], tf.math.cumsum(counts)], 0)  # [words + 1], strictly rising
     n_words = tf.shape(counts, out_type=tf.int64)[0]
-    example_of_word = tf.ragged.row_splits_to_segment_ids(word_rows)
     limit = tf.gather(word_rows[1:], example_of_word)  # each word's example's end
     word = tf.range(n_words)
     base = offsets[:-1]
@@ -157,7 +157,8 @@ class NerServing(tf.Module):
     pieces = self._word_pieces(words.flat_values)
     counts = pieces.row_lengths()
     offsets = tf.concat([[0], tf.math.cumsum(counts)], 0)
-    example, w_start, w_end = self._windows(counts, word_rows)
+    example_of_word = tf.ragged.row_splits_to_segment_ids(word_rows)
+    example, w_start, w_end = self._windows(counts, word_rows, example_of_word)
 
     # Pack each window: [CLS] its words' pieces (cut to the room) [SEP]; each word's first
     # piece position.
@@ -200,9 +201,7 @@ class NerServing(tf.Module):
 
     # Entities, read as conlleval reads tags.
     kind = tf.gather(self._type_of_tag, word_tag)
-    first_word = tf.equal(tf.range(n_words), tf.gather(word_rows[:-1],
-                                                       tf.ragged.row_splits_to_segment_ids(
-                                                           word_rows)))
+    first_word = tf.equal(tf.range(n_words), tf.gather(word_rows[:-1], example_of_word))
     before = tf.where(first_word, tf.constant(-1, tf.int64), tf.concat([[-1], kind[:-1]], 0))
     opens = (kind >= 0) & (tf.gather(self._opens, word_tag) | tf.not_equal(before, kind))
     entity = tf.math.cumsum(tf.cast(opens, tf.int64)) - 1
@@ -212,7 +211,7 @@ class NerServing(tf.Module):
     last_word = tf.math.unsorted_segment_max(tf.range(n_words), segment, n_entities + 1)[:-1]
     entity_first = tf.boolean_mask(tf.range(n_words), opens)
     score = tf.math.unsorted_segment_mean(word_prob, segment, n_entities + 1)[:-1]
-    entity_example = tf.gather(tf.ragged.row_splits_to_segment_ids(word_rows), entity_first)
+    entity_example = tf.gather(example_of_word, entity_first)
     begin = tf.gather(first_byte.flat_values, entity_first)
     finish = tf.gather(end_byte.flat_values, last_word)
     source = tf.gather(text, entity_example)
