@@ -207,10 +207,17 @@ class NerRunner(FineTuner):
     return examples, [[self.labels[i] for i in tags] for tags in merged]
 
   def score(self, examples, predictions):
-    gold = [e.tags for e in examples if e.tags is not None]
-    if not gold:
+    """Entity scores and token accuracy of the tagged examples, counted on the tags in the
+    file's own scheme, as written to the predictions file (BIO for CLUENER): what conlleval
+    counts on that file. A softmax head's I-X after O is written as the entity it opens."""
+    def as_written(tags, example):
+      return ner_data.encode_spans(ner_data.tags_to_spans(tags), len(tags),
+                                   example.scheme or "bio")
+    tagged = [(e, p) for e, p in zip(examples, predictions) if e.tags is not None]
+    if not tagged:
       return None
-    predicted = [p for e, p in zip(examples, predictions) if e.tags is not None]
+    gold = [as_written(e.tags, e) for e, _ in tagged]
+    predicted = [as_written(p, e) for e, p in tagged]
     results = {"global_step": self.global_step, "sentences": len(gold)}
     results.update(ner_results(gold, predicted))
     return results
