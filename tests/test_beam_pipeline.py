@@ -110,3 +110,7 @@ def test_a_failed_beam_job_leaves_nothing_under_an_output_name(tmp_path):
                                                          str(out / "b.tfrecord")], options,
                                           "--runner=DirectRunner")
   assert list(out.iterdir()) == []
+  # The same shard named twice would be written by two writers: refused before any work.
+  with pytest.raises(ValueError, match="names the same shard twice"):
+    beam_pipeline.create_pretraining_data(BOOKS, [str(out / "a.tfrecord")] * 2, options,
+                                          "--runner=DirectRunner")
