@@ -1,6 +1,7 @@
 """Throughput of create_pretraining_data.py against Model Garden's script, same corpus, same run.
 
   .venv/bin/python benchmarks/create_pretraining_data_bench.py [--corpus GLOB] [--repeats N]
+      [--only NAMES] [--max_seq_length N] [--dupe_factor N] [--num_shards N]
       [--out results.json]
 
 Every configuration runs as its own subprocess; its time is the wall clock of the whole command
@@ -21,6 +22,9 @@ core, and for each run it records how many cores the rest of the machine used me
 is discarded and rerun, up to --retries times; the table shows the largest figure among a
 row's kept runs and how many of them were disturbed.
 
+--max_seq_length, --dupe_factor and --max_predictions_per_seq replace COMMON's values for
+both programs; --num_shards N makes ours write N shards (the peer always writes one).
+
 Configurations: max_seq_length 128, dupe_factor 1, max_predictions_per_seq 20,
 masked_lm_prob 0.15, random_seed 12345, lower-cased, n-gram (n <= 3) whole-word masking in
 both programs:
@@ -29,6 +33,10 @@ both programs:
           mode (--spm_model_file) and in WordPiece mode (--vocab_file); its other flags keep the
           original ALBERT script's defaults (sentence-order pairs, --ngram 3,
           --do_whole_word_mask).
+  ours    the Apache Beam pipeline (--beam_pipeline_options) on the DirectRunner in
+          multi_processing mode with --direct_num_workers 1 and 2, SentencePiece: the same
+          shards as the local path (its tests check that), Beam's start-up and its passing of
+          records between worker processes included.
   ours    SentencePiece, 1 worker, with --random_next_sentence (NSP-style pairs, as the peer
           makes): from the same text the peer writes ~40% more instances than SOP mode, so this
           row compares like with like. The "input MB/s" columns compare the same way without it.
@@ -99,6 +107,15 @@ def build_wordpiece_vocab(spm_model_file, path):
   return len(tokens)
 
 
+def common(args):
+  """COMMON with the command line's overrides."""
+  flags = dict(COMMON)
+  for key in ("max_seq_length", "dupe_factor", "max_predictions_per_seq"):
+    if getattr(args, key) is not None:
+      flags[key] = getattr(args, key)
+  return flags
+
+
 def flag_args(flags):
   return [f"--{k}={v}" for k, v in flags.items()]
 
@@ -113,9 +130,12 @@ def make_configs(args, vocab_file, peer_corpus):
     tok = ({"spm_model_file": args.spm_model_file} if mode == "SentencePiece"
            else {"vocab_file": vocab_file})
     def argv(out):
-      return ([py, ours_script, f"--input_file={args.corpus}", f"--output_file={out}",
+      shards = ",".join(f"{out}-{i:02d}-of-{args.num_shards:02d}"
+                        for i in range(args.num_shards)) if args.num_shards > 1 else out
+      return ([py, ours_script, f"--input_file={args.corpus}", f"--output_file={shards}",
                f"--metadata_file={out}.json", f"--num_workers={workers}",
-               "--input_encoding=latin-1"] + flag_args(tok) + flag_args(COMMON) + list(extra))
+               "--input_encoding=latin-1"] + flag_args(tok) + flag_args(common(args))
+              + list(extra))
     configs.append((name, mode, "ours", argv))
 
   def peer(name, mode):
@@ -126,11 +146,15 @@ def make_configs(args, vocab_file, peer_corpus):
     def argv(out):
       return ([py, "-m", "official.nlp.data.create_pretraining_data",
                f"--input_file={peer_corpus}", f"--output_file={out}"]
-              + flag_args(tok) + flag_args(COMMON) + masking)
+              + flag_args(tok) + flag_args(common(args)) + masking)
     configs.append((name, mode, "peer", argv))
 
   ours("ours spm workers=1", "SentencePiece", 1)
   ours("ours spm workers=2", "SentencePiece", 2)
+  for workers in (1, 2):  # the Beam pipeline on the DirectRunner, the same shards
+    ours(f"ours spm beam DirectRunner workers={workers}", "SentencePiece", 1,
+         ["--beam_pipeline_options=--runner=DirectRunner "
+          f"--direct_num_workers={workers} --direct_running_mode=multi_processing"])
   ours("ours spm workers=1 --random_next_sentence", "SentencePiece", 1,
        ["--random_next_sentence"])
   peer("peer spm", "SentencePiece")
@@ -190,7 +214,7 @@ def run_once(argv, out, log_path, timeout, meter):
       return None
     wall = time.perf_counter() - start
     busy1, cpu1 = meter.machine_busy_seconds(), meter.children_seconds()
-  if proc.returncode != 0 or not os.path.exists(out):
+  if proc.returncode != 0 or not output_files(out):
     with open(log_path, "rb") as log:
       tail = log.read()[-3000:].decode("utf-8", "replace")
     raise RuntimeError(f"{' '.join(argv)} failed (rc={proc.returncode}):\n{tail}")
@@ -199,9 +223,14 @@ def run_once(argv, out, log_path, timeout, meter):
   return {"seconds": wall, "cpu_seconds": cpu, "others_cores": others}
 
 
-def count_records(path):
+def output_files(out):
+  """The TFRecord files a run wrote for `out`: itself, or its `-NN-of-NN` shards."""
+  return [out] if os.path.exists(out) else sorted(glob.glob(out + "-[0-9]*-of-[0-9]*"))
+
+
+def count_records(out):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return int(tf.data.TFRecordDataset(path).reduce(0, lambda n, _: n + 1).numpy())
+  return int(tf.data.TFRecordDataset(output_files(out)).reduce(0, lambda n, _: n + 1).numpy())
 
 
 def startup_seconds(module, repeats):
@@ -315,6 +344,11 @@ def main():
   parser.add_argument("--out", help="also write the results as JSON here")
   parser.add_argument("--only", default="",
                       help="comma list of substrings: run only the configs whose name has one")
+  parser.add_argument("--max_seq_length", type=int, help="instead of COMMON's 128")
+  parser.add_argument("--dupe_factor", type=int, help="instead of COMMON's 1")
+  parser.add_argument("--max_predictions_per_seq", type=int, help="instead of COMMON's 20")
+  parser.add_argument("--num_shards", type=int, default=1,
+                      help="ours writes this many output shards (the peer always one)")
   parser.add_argument("--peer_max_seconds", type=float, default=300.0,
                       help="kill a peer run after this long (then try --peer_fraction)")
   parser.add_argument("--peer_fraction", type=float, default=1.0,
@@ -439,7 +473,8 @@ def main():
                      "peer_bytes": peer_bytes, "peer_fraction": args.peer_fraction},
           "spm_model_file": args.spm_model_file,
           "wordpiece_vocab": {"derived_from": args.spm_model_file, "tokens": vocab_size},
-          "common_flags": COMMON,
+          "common_flags": common(args),
+          "num_shards": args.num_shards,
           "peer_masking": ("default per-token" if args.peer_default_masking
                            else "--do_whole_word_mask=true --max_ngram_size=3"),
           "repeats": args.repeats,
