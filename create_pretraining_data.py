@@ -26,6 +26,7 @@ whole job has succeeded. A rerun removes what a run killed outright (SIGKILL) le
 
 import logging
 import signal
+import shlex
 import sys
 
 from absl import app
@@ -77,6 +78,10 @@ flags.DEFINE_enum("word_segmentation", _DEFAULTS.word_segmentation, WORD_SEGMENT
                   "jieba: segment each line with jieba so whole-word / n-gram masking takes "
                   "Chinese words whole (albert_zh practice; ids stay plain characters). Needs "
                   "--vocab_file; refused with --spm_model_file.")
+flags.DEFINE_bool("no_masking", _DEFAULTS.no_masking,
+                  "Write the instances unmasked (empty masked_lm_* features) for "
+                  "run_pretraining.py --dynamic_masking, which masks them anew each epoch; "
+                  "the masking flags are then run_pretraining's.")
 flags.DEFINE_string("metadata_file", None,
                     "JSON of counts and flags (default: beside the output shards).")
 flags.DEFINE_string("beam_pipeline_options", None,
@@ -101,14 +106,23 @@ def main(argv):
       random_next_sentence=FLAGS.random_next_sentence, random_seed=FLAGS.random_seed,
       pure_sop=FLAGS.pure_sop, num_workers=FLAGS.num_workers, block_bytes=FLAGS.block_bytes,
       input_encoding=FLAGS.input_encoding, strict=FLAGS.strict,
-      word_segmentation=FLAGS.word_segmentation)
+      word_segmentation=FLAGS.word_segmentation, no_masking=FLAGS.no_masking)
   try:
     inputs = expand_input_files(FLAGS.input_file)
     outputs = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
     if FLAGS.beam_pipeline_options is not None:
       from albert_tf.data import beam_pipeline  # pylint: disable=g-import-not-at-top
+      beam_options = FLAGS.beam_pipeline_options
+      if FLAGS.verbosity < 1:
+        # Beam logs its workers' start and stop at INFO, and the runner echoes each line: keep
+        # its warnings and our progress (per block), unless asked otherwise.
+        logging.getLogger("apache_beam").setLevel(logging.WARNING)
+        if "sdk_harness_log_level" not in beam_options:
+          beam_options += (" --default_sdk_harness_log_level=WARNING "
+                           + shlex.quote('--sdk_harness_log_level_overrides={"albert_tf": '
+                                         '"INFO"}'))
       beam_pipeline.create_pretraining_data(inputs, outputs, options,
-                                            FLAGS.beam_pipeline_options, FLAGS.metadata_file)
+                                            beam_options, FLAGS.metadata_file)
     else:
       create_pretraining_data(inputs, outputs, options, FLAGS.metadata_file)
   except (OSError, ValueError, LookupError) as e:

@@ -36,6 +36,17 @@ flags.DEFINE_integer("start_warmup_step", _D.start_warmup_step, "Step where warm
 flags.DEFINE_integer("max_eval_steps", _D.max_eval_steps, "Eval batches.")
 flags.DEFINE_bool("init_from_group0", False,
                   "Initialise every group from group 0 of --init_checkpoint.")
+flags.DEFINE_bool("dynamic_masking", False,
+                  "Mask anew each time a record is read (RoBERTa-style), in tf.data, with "
+                  "SPEC's n-gram rules; needs data made with create_pretraining_data "
+                  "--no_masking.")
+flags.DEFINE_float("masked_lm_prob", _D.masked_lm_prob, "With --dynamic_masking: masked LM "
+                   "probability.")
+flags.DEFINE_integer("ngram", _D.ngram, "With --dynamic_masking: longest n-gram (in words).")
+flags.DEFINE_bool("favor_shorter_ngram", _D.favor_shorter_ngram,
+                  "With --dynamic_masking: P(n) proportional to 1/n (else reversed).")
+flags.DEFINE_bool("do_whole_word_mask", _D.do_whole_word_mask,
+                  "With --dynamic_masking: mask whole words.")
 define_core_flags(_D)
 
 

@@ -66,6 +66,9 @@ class CreationOptions:
   strict: bool = False
   # "jieba": Chinese words are masked whole (SPEC.md "Chinese (albert_zh) practice").
   word_segmentation: str = "none"
+  # Records without masks, for run_pretraining --dynamic_masking (`dynamic_masking.py`):
+  # input_ids as tokenized, token_boundary as always, empty masked_lm_* features.
+  no_masking: bool = False
 
   def validate(self):
     def fail(flag, why):
@@ -358,7 +361,7 @@ def _init_worker(options):
   masking = MaskingOptions(
       vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, cls_id=tokenizer.cls_id,
       sep_id=tokenizer.sep_id, word_start=word_start,
-      masked_lm_prob=options.masked_lm_prob,
+      masked_lm_prob=0.0 if options.no_masking else options.masked_lm_prob,
       max_predictions_per_seq=options.max_predictions_per_seq, ngram=options.ngram,
       favor_shorter_ngram=options.favor_shorter_ngram,
       do_whole_word_mask=options.do_whole_word_mask, continued_pieces=segmented)
@@ -440,14 +443,17 @@ def process_block(block_key, block, long_lines=None):
         reports[index]["dropped"] += instance_stats.get("dropped_tokens", 0) - dropped_before
   random.Random(f"{block_seed}/shuffle").shuffle(instances)
   serialized = []
+  max_predictions = 0 if options.no_masking else options.max_predictions_per_seq
   for instance in instances:
     serialized.append(records.encode_example(records.instance_features(
-        instance, options.max_seq_length, options.max_predictions_per_seq)))
+        instance, options.max_seq_length, max_predictions)))
     stats["instances"] += 1
     stats["sentence_order_label_1"] += instance.sentence_order_label
     stats["masked_lm_predictions"] += len(instance.masked_lm_positions)
     stats["instance_tokens"] += len(instance.input_ids)
-    if len(instance.masked_lm_positions) < num_to_predict(len(instance.input_ids), masking):
+    if (not options.no_masking
+        and len(instance.masked_lm_positions) < num_to_predict(len(instance.input_ids),
+                                                                masking)):
       stats["under_budget_instances"] += 1
   for key in ("single_sentence_skipped", "random_partner", "dropped_tokens"):
     stats[key] = instance_stats.get(key, 0)
@@ -565,7 +571,7 @@ def check_job(input_files, output_files, options):
     raise ValueError(f"--output_file would overwrite input {sorted(overlap)[0]}")
   if len(set(output_files)) != len(output_files):
     raise ValueError("--output_file names the same shard twice")
-  warning = options.masking_budget_warning()
+  warning = None if options.no_masking else options.masking_budget_warning()
   if warning:
     logger.warning(warning)
   # Fail fast, in this process, on a missing or broken vocabulary (or jieba): a worker that
@@ -593,13 +599,22 @@ def build_metadata(options, input_files, output_files, counts, totals, report, e
                  for p, n in zip(output_files, counts)],
       "total_instances": totals["instances"],
       "max_seq_length": options.max_seq_length,
-      "max_predictions_per_seq": options.max_predictions_per_seq,
+      # The records' masked_lm_* length: 0 when unmasked (--no_masking).
+      "max_predictions_per_seq": 0 if options.no_masking else options.max_predictions_per_seq,
+      "masking": "none" if options.no_masking else "static",
       "read": report.summary(),
       "statistics": {k: totals[k] for k in sorted(totals)},
       "elapsed_seconds": round(elapsed, 3),
       "instances_per_second": round(totals["instances"] / max(elapsed, 1e-9), 1),
   }
   del metadata["flags"]["num_workers"]  # does not change the output
+  # What run_pretraining --dynamic_masking needs to mask these records.
+  tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
+                                         do_lower_case=options.do_lower_case,
+                                         spm_model_file=options.spm_model_file)
+  metadata["vocab_size"] = tokenizer.vocab_size
+  metadata["special_ids"] = {"cls": tokenizer.cls_id, "sep": tokenizer.sep_id,
+                             "mask": tokenizer.mask_id}
   return metadata
 
 

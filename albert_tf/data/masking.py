@@ -32,15 +32,19 @@ class MaskingOptions:
 
   @property
   def ngram_cumulative_weights(self):
-    """Cumulative P(n) for n = 1..ngram: proportional to 1/n (or reversed)."""
-    weights = [1.0 / n for n in range(1, self.ngram + 1)]
-    if not self.favor_shorter_ngram:
-      weights = weights[::-1]
-    total, cumulative = 0.0, []
-    for w in weights:
-      total += w
-      cumulative.append(total)
-    return tuple(cumulative)
+    return ngram_cumulative_weights(self.ngram, self.favor_shorter_ngram)
+
+
+def ngram_cumulative_weights(ngram, favor_shorter_ngram):
+  """Cumulative P(n) for n = 1..ngram, unnormalised: proportional to 1/n (or reversed)."""
+  weights = [1.0 / n for n in range(1, ngram + 1)]
+  if not favor_shorter_ngram:
+    weights = weights[::-1]
+  total, cumulative = 0.0, []
+  for w in weights:
+    total += w
+    cumulative.append(total)
+  return tuple(cumulative)
 
 
 def continued_word_start(word_start):

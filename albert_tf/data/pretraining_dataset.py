@@ -6,7 +6,10 @@ import os
 import tensorflow as tf
 from google.protobuf import message
 
-from albert_tf.data.records import decode_record
+from albert_tf.data.dynamic_masking import DynamicMaskingOptions, dynamic_mask
+from albert_tf.data.records import decode_record, decode_unmasked_record
+
+EVAL_MASKING_SEED = 20191  # eval's dynamic masks are the same at every evaluation
 
 
 def expand_file_patterns(patterns):
@@ -35,12 +38,17 @@ def _to_model_inputs(example):
 
 
 def pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_size,
-                        is_training, seed=None, input_context=None, shuffle_buffer=10000):
+                        is_training, seed=None, input_context=None, shuffle_buffer=10000,
+                        masking=None):
   """Batches of `batch_size` (per replica) examples, static shapes (drop_remainder).
 
   Training: files shuffled and read in parallel (interleave), records shuffled, repeated.
   Eval: files read in order, once. With `input_context` each input pipeline reads its share
   of the files (or of the records, when there are fewer files than pipelines).
+
+  `masking` (`DynamicMaskingOptions`): the records are unmasked (`--no_masking`) and each
+  read of one is masked anew, from a stateless seed made of `seed` (a random one if None; a
+  fixed one for eval), the input pipeline and the read's position in the stream.
   """
   dataset = tf.data.Dataset.from_tensor_slices(list(files))
   shard_records = False
@@ -60,17 +68,33 @@ def pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_si
     dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-  dataset = dataset.map(lambda r: _to_model_inputs(decode_record(r, max_seq_length,
-                                                                 max_predictions_per_seq)),
-                        num_parallel_calls=tf.data.AUTOTUNE)
+  if masking is None:
+    dataset = dataset.map(lambda r: _to_model_inputs(decode_record(r, max_seq_length,
+                                                                   max_predictions_per_seq)),
+                          num_parallel_calls=tf.data.AUTOTUNE)
+  else:
+    if not is_training:
+      base = EVAL_MASKING_SEED
+    else:
+      base = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+    pipeline = input_context.input_pipeline_id if input_context else 0
+    stream = tf.constant([base, pipeline], tf.int64)
+
+    def masked(index, record):
+      seed_pair = tf.random.experimental.stateless_fold_in(stream, index)
+      return _to_model_inputs(dynamic_mask(decode_unmasked_record(record, max_seq_length),
+                                           seed_pair, masking))
+    dataset = dataset.enumerate().map(masked, num_parallel_calls=tf.data.AUTOTUNE,
+                                      deterministic=True)
   return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, vocab_size,
-                            sample=200):
+                            sample=200, dynamic_masking=False):
   """Clear errors when the records do not fit the flags or the config: every shard's lengths
   (its first record; shards of another length would stop training mid-run) and, on a sample
-  of the first shard, the token ids."""
+  of the first shard, the token ids. With `dynamic_masking` the records must be unmasked
+  (`--no_masking`: empty masked_lm_positions), otherwise they must not be."""
   for path in files:
     try:
       first = next(iter(tf.data.TFRecordDataset([path]).take(1)), None)
@@ -90,6 +114,16 @@ def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, voca
       if name not in example:
         raise ValueError(f"{path} is not pretraining data: it has no '{name}' feature")
       got = len(example[name].int64_list.value)
+      if name == "masked_lm_positions":
+        if dynamic_masking and got:
+          raise ValueError(f"{path} is already masked ({got} masked_lm_positions): "
+                           "--dynamic_masking needs records made with create_pretraining_data "
+                           "--no_masking; drop --dynamic_masking to train on these as they are")
+        if not dynamic_masking and not got:
+          raise ValueError(f"{path} was made with --no_masking (its records have no masks): "
+                           "pass --dynamic_masking to mask them as they are read")
+        if dynamic_masking:
+          continue
       if got != want:
         raise ValueError(f"{path} has {name} of length {got} but {flag}={want}; pass "
                          f"{flag}={got} or recreate the data")
@@ -106,8 +140,9 @@ def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, voca
                      f"{vocab_size}: the data was made with another vocabulary")
 
 
-def count_instances(files):
-  """Instances in the shards from create_pretraining_data's JSON, if it is beside them."""
+def find_metadata(files):
+  """create_pretraining_data's JSON that lists all of `files` as its shards, if it is beside
+  them; else None."""
   folder = os.path.dirname(files[0])
   names = {os.path.basename(f) for f in files}
   for candidate in tf.io.gfile.glob(os.path.join(folder, "*.json")):
@@ -115,8 +150,35 @@ def count_instances(files):
       with tf.io.gfile.GFile(candidate) as f:
         meta = json.load(f)
       shards = {s["path"]: s["instances"] for s in meta.get("shards", [])}
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
       continue
     if names <= set(shards):
-      return sum(shards[n] for n in names)
+      return meta
   return None
+
+
+def count_instances(files):
+  """Instances in the shards from create_pretraining_data's JSON, if it is beside them."""
+  meta = find_metadata(files)
+  if meta is None:
+    return None
+  shards = {s["path"]: s["instances"] for s in meta["shards"]}
+  return sum(shards[os.path.basename(f)] for f in files)
+
+
+def masking_from_metadata(files, vocab_size, **flags):
+  """`DynamicMaskingOptions` for `files`: the special ids from their metadata JSON, the
+  masking flags from run_pretraining's."""
+  meta = find_metadata(files)
+  if meta is None or "special_ids" not in meta:
+    raise ValueError(f"--dynamic_masking needs the metadata JSON that create_pretraining_data "
+                     f"wrote beside the shards (it names the [CLS] / [SEP] / [MASK] ids); "
+                     f"none in {os.path.dirname(files[0]) or '.'} lists all of --input_file")
+  if meta.get("vocab_size", vocab_size) != vocab_size:
+    raise ValueError(f"the data was made with a vocabulary of {meta['vocab_size']} ids but the "
+                     f"config's vocab_size is {vocab_size}")
+  ids = meta["special_ids"]
+  options = DynamicMaskingOptions(vocab_size=vocab_size, mask_id=ids["mask"],
+                                  cls_id=ids["cls"], sep_id=ids["sep"], **flags)
+  options.validate()
+  return options

@@ -47,6 +47,19 @@ def decode_record(serialized, max_seq_length, max_predictions_per_seq):
   return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
 
 
+UNMASKED_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary",
+                     "next_sentence_labels")
+
+
+def decode_unmasked_record(serialized, max_seq_length):
+  """Parses the features of a `--no_masking` record that dynamic masking needs (its
+  masked_lm_* are empty); int64 becomes int32."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  spec = feature_spec(max_seq_length, 0)
+  example = tf.io.parse_single_example(serialized, {k: spec[k] for k in UNMASKED_FEATURES})
+  return {k: tf.cast(v, tf.int32) for k, v in example.items()}
+
+
 # --- protobuf wire format ---------------------------------------------------------------------
 def _varint(value):
   out = bytearray()

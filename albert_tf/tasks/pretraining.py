@@ -18,7 +18,8 @@ from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.core import CoreOptions, Task, TrainingCore, check_options
 from albert_tf.data.pretraining_dataset import (check_pretraining_files, count_instances,
-                                                expand_file_patterns, pretraining_dataset)
+                                                expand_file_patterns, masking_from_metadata,
+                                                pretraining_dataset)
 from albert_tf.data.records import feature_spec
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 
@@ -51,6 +52,13 @@ class PretrainingOptions(CoreOptions):
   save_checkpoints_steps: int = 5000
   max_eval_steps: int = 100
   init_from_group0: bool = False
+  # Ours: RoBERTa-style masks drawn anew each epoch in tf.data, on --no_masking records
+  # (SPEC's n-gram rules; create_pretraining_data's masking flags and defaults).
+  dynamic_masking: bool = False
+  masked_lm_prob: float = 0.15
+  ngram: int = 3
+  favor_shorter_ngram: bool = True
+  do_whole_word_mask: bool = True
 
   BOUNDS = {"max_seq_length": ">= 5", "max_predictions_per_seq": ">= 1",
             "eval_batch_size": ">= 1", "poly_power": "> 0", "num_train_steps": ">= 1",
@@ -121,7 +129,13 @@ class Pretrainer(Task):
                        f"{strategy.num_replicas_in_sync} replicas")
     self.files = expand_file_patterns(o.input_file)
     check_pretraining_files(self.files, o.max_seq_length, o.max_predictions_per_seq,
-                            self.config.vocab_size)
+                            self.config.vocab_size, dynamic_masking=o.dynamic_masking)
+    self.masking = None
+    if o.dynamic_masking:
+      self.masking = masking_from_metadata(
+          self.files, self.config.vocab_size, max_predictions_per_seq=o.max_predictions_per_seq,
+          masked_lm_prob=o.masked_lm_prob, ngram=o.ngram,
+          favor_shorter_ngram=o.favor_shorter_ngram, do_whole_word_mask=o.do_whole_word_mask)
     TrainingCore(self, o, strategy, o.num_train_steps, o.num_warmup_steps,
                  o.start_warmup_step, o.poly_power, do_train=o.do_train)
     self.strategy = self.core.strategy
@@ -167,7 +181,7 @@ class Pretrainer(Task):
     [r*b, (r+1)*b)), so any number of replicas sees the same global batch as one device."""
     o = self.options
     return pretraining_dataset(self.files, o.max_seq_length, o.max_predictions_per_seq,
-                               batch_size, is_training, seed=o.seed)
+                               batch_size, is_training, seed=o.seed, masking=self.masking)
 
   def _make_eval_step(self):
     model, metrics = self.model, self.eval_metrics
