@@ -226,6 +226,17 @@ def test_dataset_masks_each_epoch_anew_and_reproducibly_from_the_seed(unmasked):
   weights = first["masked_lm_weights"].numpy()
   assert (weights.sum(1) >= 1).all() and (ids == MASK).any()
   assert ((labels != MASK) | (weights == 0)).all()  # the labels are the unmasked ids
+  # A checkpointed iterator resumes the masks where it stopped (training saves it).
+  iterator = iter(pretraining_dataset([str(unmasked)], SEQ, PRED, 8, True, shuffle_buffer=1,
+                                      masking=o))
+  next(iterator)
+  checkpoint = tf.train.Checkpoint(iterator=iterator)
+  saved = checkpoint.write(str(unmasked.parent / "iterator" / "ckpt"))
+  expected = next(iterator)["masked_lm_positions"].numpy()
+  resumed = iter(pretraining_dataset([str(unmasked)], SEQ, PRED, 8, True, shuffle_buffer=1,
+                                     masking=o))
+  tf.train.Checkpoint(iterator=resumed).read(saved).assert_consumed()
+  assert (next(resumed)["masked_lm_positions"].numpy() == expected).all()
   evaluation = [next(iter(pretraining_dataset([str(unmasked)], SEQ, PRED, 8, False,
                                               masking=o)))["masked_lm_positions"].numpy()
                 for _ in range(2)]

@@ -47,8 +47,8 @@ def pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_si
   of the files (or of the records, when there are fewer files than pipelines).
 
   `masking` (`DynamicMaskingOptions`): the records are unmasked (`--no_masking`) and each
-  read of one is masked anew, from a stateless seed made of `seed` (a random one if None; a
-  fixed one for eval), the input pipeline and the read's position in the stream.
+  read of one is masked anew, from a stateless seed made of `seed` (a fixed one for eval or
+  when None), the input pipeline and the read's position in the stream.
   """
   dataset = tf.data.Dataset.from_tensor_slices(list(files))
   shard_records = False
@@ -73,10 +73,9 @@ def pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_si
                                                                    max_predictions_per_seq)),
                           num_parallel_calls=tf.data.AUTOTUNE)
   else:
-    if not is_training:
-      base = EVAL_MASKING_SEED
-    else:
-      base = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+    # Without a seed the masks still follow from the read's position, which the checkpointed
+    # iterator restores: a resumed run masks exactly as an uninterrupted one would.
+    base = seed if is_training and seed is not None else EVAL_MASKING_SEED
     pipeline = input_context.input_pipeline_id if input_context else 0
     stream = tf.constant([base, pipeline], tf.int64)
 
