@@ -47,6 +47,9 @@ flags.DEFINE_bool("favor_shorter_ngram", _D.favor_shorter_ngram,
                   "With --dynamic_masking: P(n) proportional to 1/n (else reversed).")
 flags.DEFINE_bool("do_whole_word_mask", _D.do_whole_word_mask,
                   "With --dynamic_masking: mask whole words.")
+flags.DEFINE_float("sentence_loss_weight", _D.sentence_loss_weight,
+                   "Weight of the sentence loss (SOP, or NSP on --random_next_sentence data); "
+                   "0 trains the masked LM alone.")
 define_core_flags(_D)
 
 

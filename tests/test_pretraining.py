@@ -18,7 +18,8 @@ from albert_tf.checkpoints import CheckpointError, native_checkpoint, tf1_variab
 from albert_tf.data.create import CreationOptions, create_pretraining_data
 from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
-from albert_tf.tasks.pretraining import Pretrainer, PretrainingOptions, run_pretraining
+from albert_tf.tasks.pretraining import (Pretrainer, PretrainingOptions, pretraining_losses,
+                                         run_pretraining)
 from conftest import ROOT, SHARED_DATA, float32_atol
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -381,3 +382,24 @@ def test_shared_blocks_recompute_as_one_loop_with_the_plain_gradients():
 
   two, five = step_ops(2), step_ops(5)
   assert two["MatMul"] > 0 and two == five
+
+
+def test_sentence_loss_weight_scales_the_sentence_term_and_zero_leaves_mlm_alone():
+  rng = np.random.default_rng(0)
+  outputs = {"mlm_logits": tf.constant(rng.normal(size=(2, 3, 7)), tf.float32),
+             "sop_logits": tf.constant(rng.normal(size=(2, 2)), tf.float32)}
+  batch = {"masked_lm_ids": tf.constant([[1, 2, 0], [3, 0, 0]]),
+           "masked_lm_weights": tf.constant([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
+           "next_sentence_labels": tf.constant([[0], [1]])}
+  mlm_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(batch["masked_lm_ids"],
+                                                          outputs["mlm_logits"])
+  mlm = float(tf.reduce_sum(mlm_ce * batch["masked_lm_weights"]) / 3.0)
+  sop = float(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      batch["next_sentence_labels"][:, 0], outputs["sop_logits"])))
+  for weight in (1.0, 0.5, 0.0):
+    loss, _, _ = pretraining_losses(outputs, batch, 3.0, 2, sentence_loss_weight=weight)
+    assert float(loss) == pytest.approx(mlm + weight * sop, rel=1e-6)
+  with pytest.raises(ValueError, match="--sentence_loss_weight"):
+    Pretrainer(PretrainingOptions(albert_config_file=str(ROOT / "configs" / "tiny.json"),
+                                  input_file="unused", output_dir="unused",
+                                  sentence_loss_weight=-1.0))

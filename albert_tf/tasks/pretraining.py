@@ -59,14 +59,20 @@ class PretrainingOptions(CoreOptions):
   ngram: int = 3
   favor_shorter_ngram: bool = True
   do_whole_word_mask: bool = True
+  # Ours: the sentence loss's weight; 0 = MLM only (paper Table 5's "None").
+  sentence_loss_weight: float = 1.0
 
-  BOUNDS = {"max_seq_length": ">= 5", "max_predictions_per_seq": ">= 1",
+  BOUNDS = {"sentence_loss_weight": ">= 0",
+            "max_seq_length": ">= 5", "max_predictions_per_seq": ">= 1",
             "eval_batch_size": ">= 1", "poly_power": "> 0", "num_train_steps": ">= 1",
             "num_warmup_steps": ">= 0", "start_warmup_step": ">= 0", "max_eval_steps": ">= 1"}
 
 
-def pretraining_losses(outputs, batch, mlm_denominator, global_batch_size):
-  """(loss share of this micro-batch, per-prediction CE, per-example SOP CE)."""
+def pretraining_losses(outputs, batch, mlm_denominator, global_batch_size,
+                       sentence_loss_weight=1.0):
+  """(loss share of this micro-batch, per-prediction CE, per-example SOP CE). The sentence
+  loss (SOP, or NSP on `--random_next_sentence` data) counts `sentence_loss_weight` times:
+  0 trains MLM alone (the paper's "None" row of Table 5)."""
   mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
   sop_logits = tf.cast(outputs["sop_logits"], tf.float32)
   mlm_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -74,8 +80,10 @@ def pretraining_losses(outputs, batch, mlm_denominator, global_batch_size):
   sop_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=tf.cast(batch["next_sentence_labels"][:, 0], tf.int32), logits=sop_logits)
   weights = tf.cast(batch["masked_lm_weights"], tf.float32)
-  loss = (tf.reduce_sum(weights * mlm_ce) / mlm_denominator
-          + tf.reduce_sum(sop_ce) / tf.cast(global_batch_size, tf.float32))
+  loss = tf.reduce_sum(weights * mlm_ce) / mlm_denominator
+  if sentence_loss_weight:
+    loss += (sentence_loss_weight * tf.reduce_sum(sop_ce)
+             / tf.cast(global_batch_size, tf.float32))
   return loss, mlm_ce, sop_ce
 
 
@@ -160,7 +168,8 @@ class Pretrainer(Task):
   def train_loss(self, model, batch, normalizers):
     outputs = model({n: batch[n] for n in MODEL_INPUTS}, training=True)
     loss, mlm_ce, sop_ce = pretraining_losses(outputs, batch, normalizers["mlm"] + 1e-5,
-                                              normalizers["examples"])
+                                              normalizers["examples"],
+                                              self.options.sentence_loss_weight)
     return loss, (outputs, mlm_ce, sop_ce)
 
   def build_metrics(self):
@@ -192,7 +201,8 @@ class Pretrainer(Task):
       weights = tf.cast(batch["masked_lm_weights"], tf.float32)
       denominator = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.reduce_sum(weights)) + 1e-5
       outputs = model({n: batch[n] for n in MODEL_INPUTS}, training=False)
-      loss, mlm_ce, sop_ce = pretraining_losses(outputs, batch, denominator, global_batch)
+      loss, mlm_ce, sop_ce = pretraining_losses(outputs, batch, denominator, global_batch,
+                                                self.options.sentence_loss_weight)
       metrics.update(outputs, batch, mlm_ce, sop_ce)
       metrics.loss.update_state(ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss))
 
