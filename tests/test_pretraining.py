@@ -196,9 +196,12 @@ def test_real_data_multi_worker_mirrored_two_processes_end_with_identical_weight
 
 
 def test_gradient_accumulation_and_block_recomputation_equal_one_plain_step(data, tmp_path):
+  # Both at once against the plain step: the MLM normalizer across 4 micro-batches is
+  # pretraining's own; recomputation alone is compared gradient for gradient in the tests
+  # below, accumulation alone in test_training_core.
   init = _initial_checkpoint(data, tmp_path)
   weights = []
-  for k, recompute in ((1, False), (4, False), (1, True)):
+  for k, recompute in ((1, False), (4, True)):
     trainer = Pretrainer(opts(data, tmp_path / f"k{k}{recompute}", init_checkpoint=init,
                               num_train_steps=3,
                               albert_config_file=str(data / "tiny_nodropout.json"),
@@ -209,7 +212,6 @@ def test_gradient_accumulation_and_block_recomputation_equal_one_plain_step(data
     trainer.train()
     weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.model).items()})
   _assert_same_weights(weights[0], weights[1])
-  _assert_same_weights(weights[0], weights[2])
   moved = weights[0]["bert/pooler/dense/kernel"]
   assert not np.allclose(moved, tf.train.load_checkpoint(init).get_tensor(
       "encoder/pooler/kernel/.ATTRIBUTES/VARIABLE_VALUE"))

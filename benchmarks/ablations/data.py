@@ -1,0 +1,151 @@
+"""The studies' data: pretraining sets from the Gutenberg books, GLUE subsets, counts."""
+
+import glob
+import json
+import os
+import random
+import re
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.normpath(os.path.join(REPO, os.pardir, "shared", "data"))
+BOOKS = os.path.join(DATA, "corpus_en", "nltk_gutenberg")
+SPM = os.path.join(DATA, "sentencepiece", "spiece.model")
+GLUE = os.path.join(DATA, "glue")
+HELD_OUT = ("austen-persuasion.txt", "chesterton-thursday.txt")
+TRAIN_FILES = 4
+# A document: consecutive paragraphs of one book, at least this many characters (about 400
+# pieces, several seq-64 instances), so that few chunks are a lone sentence (which the
+# original pairs with a random document even in SOP data), as in the paper's long documents.
+DOCUMENT_CHARS = 2000
+
+
+def _documents(path, fraction, min_chars):
+  """One book as documents: runs of consecutive paragraphs of at least `min_chars`, each a
+  list of the book's lines. The lines (hard-wrapped at about 70 characters, some 15 pieces)
+  are the "sentences": a seq-64 segment holds a few of them, where one of the books' long
+  sentences would often fill a whole instance and leave a lone-sentence chunk."""
+  with open(path, encoding="latin-1") as f:
+    text = f.read()
+  if fraction < 1.0:
+    text = text[:text.rfind("\n", 0, int(len(text) * fraction)) + 1]
+  documents, current, size = [], [], 0
+  for paragraph in re.split(r"\n\s*\n", text):
+    lines = [line.strip() for line in paragraph.splitlines() if line.strip()]
+    if not lines:
+      continue
+    current.extend(lines)
+    size += sum(len(line) for line in lines)
+    if size >= min_chars:
+      documents.append(current)
+      current, size = [], 0
+  if current:
+    documents.append(current)
+  return documents
+
+
+def write_corpus(books, directory, num_files, seed, fraction, min_chars=DOCUMENT_CHARS):
+  """The books' documents dealt at random into `num_files` UTF-8 files, one sentence a line and
+  a blank line after each document, so a file mixes all books."""
+  os.makedirs(directory, exist_ok=True)
+  documents = [d for book in books for d in _documents(book, fraction, min_chars)]
+  random.Random(seed).shuffle(documents)
+  paths = []
+  for i in range(num_files):
+    path = os.path.join(directory, f"part-{i}.txt")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+      for document in documents[i::num_files]:
+        f.write("\n".join(document) + "\n\n")
+    os.replace(path + ".tmp", path)
+    paths.append(path)
+  return paths
+
+
+def prepare_data(work, scale):
+  """{name: shard glob} of the four pretraining sets (made once per work dir)."""
+  from albert_tf.data.create import CreationOptions, create_pretraining_data  # pylint: disable=import-outside-toplevel
+  books = sorted(glob.glob(os.path.join(BOOKS, "*.txt")))
+  held_out = [b for b in books if os.path.basename(b) in HELD_OUT]
+  train_books = [b for b in books if os.path.basename(b) not in HELD_OUT]
+  data = os.path.join(work, "data")
+  sets = {}
+  for split, split_books, files in (("train", train_books, TRAIN_FILES), ("eval", held_out, 1)):
+    corpus = os.path.join(data, f"{split}_text")
+    inputs = write_corpus(split_books, corpus, files, seed=7 if split == "train" else 8,
+                          fraction=scale.corpus_fraction)
+    for style in ("sop", "nsp"):
+      name = f"{split}_{style}"
+      shards = [os.path.join(data, f"{name}-{i}.tfrecord") for i in range(2)]
+      sets[name] = os.path.join(data, f"{name}-*.tfrecord")
+      if os.path.exists(os.path.join(data, f"{name}.json")):
+        continue
+      create_pretraining_data(inputs, shards, CreationOptions(
+          spm_model_file=SPM, max_seq_length=scale.seq,
+          max_predictions_per_seq=scale.max_predictions,
+          dupe_factor=scale.dupe_factor if split == "train" else 1,
+          random_next_sentence=style == "nsp", random_seed=11 if split == "train" else 12,
+          # SOP accuracy is measured on order swaps alone: the original's rule pairs a lone
+          # sentence chunk with a random document even in SOP data, which an NSP model solves.
+          pure_sop=style == "sop" and split == "eval",
+          num_workers=1), metadata_file=os.path.join(data, f"{name}.json"))
+  return sets
+
+
+def prepare_glue(work, scale):
+  """{task: data_dir} for SST-2 and STS-B, subsets as the scale asks."""
+  tasks = {}
+  for task, folder, train_n in (("sst-2", "SST-2", scale.sst2_train_examples),
+                                ("sts-b", "STS-B", scale.stsb_train_examples)):
+    target = os.path.join(work, "glue", folder)
+    os.makedirs(target, exist_ok=True)
+    for split, n in (("train", train_n), ("dev", scale.dev_examples)):
+      path = os.path.join(target, f"{split}.tsv")
+      if os.path.exists(path):
+        continue
+      with open(os.path.join(GLUE, folder, f"{split}.tsv"), encoding="utf-8") as f:
+        lines = f.readlines()
+      kept = lines if not n else lines[:1 + n]  # the header and the first n examples
+      with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.writelines(kept)
+      os.replace(path + ".tmp", path)
+    tasks[task] = target
+  return tasks
+
+
+def _count_lines(path):
+  with open(path, encoding="utf-8") as f:
+    return sum(1 for _ in f) - 1
+
+
+def data_summary(sets):
+  """{set: {instances, random_partner share, label-1 share}} from the sets' metadata."""
+  summary = {}
+  for name, pattern in sorted(sets.items()):
+    with open(pattern.replace("-*.tfrecord", ".json"), encoding="utf-8") as f:
+      m = json.load(f)
+    n, stats = m["total_instances"], m["statistics"]
+    summary[name] = {"instances": n,
+                     "random_partner": stats.get("random_partner", 0) / max(n, 1),
+                     "label_1": stats.get("sentence_order_label_1", 0) / max(n, 1),
+                     "pure_sop": bool(m["flags"].get("pure_sop"))}
+  return summary
+
+
+def evaluation_counts(sets, glue, scale):
+  """How many examples each metric was measured on (for the sampling errors)."""
+  def instances(pattern):
+    meta = glob.glob(pattern.replace("-*.tfrecord", ".json"))[0]
+    with open(meta, encoding="utf-8") as f:
+      m = json.load(f)
+    ones = m["statistics"].get("sentence_order_label_1", 0) / max(m["total_instances"], 1)
+    return (m["total_instances"], m["statistics"].get("masked_lm_predictions", 0),
+            max(ones, 1 - ones))
+  sop_n, sop_predictions, sop_majority = instances(sets["eval_sop"])
+  nsp_n, _, nsp_majority = instances(sets["eval_nsp"])
+  evaluated = scale.eval_batches * scale.eval_batch
+  sop_used, nsp_used = min(sop_n, evaluated), min(nsp_n, evaluated)
+  return {"sop_examples": sop_used, "nsp_examples": nsp_used,
+          "sop_majority": sop_majority, "nsp_majority": nsp_majority,
+          "mlm_predictions": int(sop_predictions * sop_used / max(sop_n, 1)),
+          "sst2_dev": _count_lines(os.path.join(glue["sst-2"], "dev.tsv")),
+          "stsb_dev": _count_lines(os.path.join(glue["sts-b"], "dev.tsv"))}

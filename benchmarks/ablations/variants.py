@@ -1,0 +1,86 @@
+"""What a study varies: the scale, the variants, and each run's config and key."""
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Scale:
+  """Model, pretraining and fine-tuning sizes of a study."""
+  hidden: int = 128
+  layers: int = 4
+  heads: int = 4
+  intermediate: int = 512
+  embedding: int = 64
+  seq: int = 64
+  max_predictions: int = 10
+  batch: int = 64
+  steps: int = 1500
+  warmup: int = 150
+  learning_rate: float = 0.01
+  dupe_factor: int = 3
+  eval_batches: int = 40
+  eval_batch: int = 64
+  finetune_batch: int = 32
+  finetune_learning_rate: float = 5e-4
+  sst2_train_examples: int = 8000
+  sst2_steps: int = 300
+  stsb_train_examples: int = 0  # 0 = all
+  stsb_steps: int = 300
+  dev_examples: int = 0  # 0 = the whole dev set
+  corpus_fraction: float = 1.0  # of every book, for a quick look
+
+  def embedding_sizes(self):
+    """E from H/8 to H: the paper's 64..768 at H = 768, scaled."""
+    return [self.hidden // 8, self.hidden // 4, self.hidden // 2, self.hidden]
+
+
+TOY = dict(hidden=32, layers=2, heads=2, intermediate=64, embedding=16, seq=32,
+           max_predictions=5, batch=16, steps=12, warmup=2, learning_rate=0.005,
+           dupe_factor=1, eval_batches=2, eval_batch=16, finetune_batch=16, sst2_steps=6,
+           sst2_train_examples=96, stsb_train_examples=96, stsb_steps=6, dev_examples=64,
+           corpus_fraction=0.03)
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  name: str
+  data: str = "sop"  # "sop" or "nsp" pretraining data
+  sentence_loss_weight: float = 1.0
+  sharing: str = "all"
+  embedding: int = None  # None = the scale's
+
+
+def variants(study, scale):
+  if study == "sentence_task":
+    return [Variant("none", sentence_loss_weight=0.0), Variant("nsp", data="nsp"),
+            Variant("sop")]
+  if study == "sharing":
+    return [Variant("all-shared", sharing="all"), Variant("shared-attention", sharing="attention"),
+            Variant("shared-FFN", sharing="ffn"), Variant("not-shared", sharing="none")]
+  if study == "embedding_size":
+    fractions = ("1/8", "1/4", "1/2", "1")
+    return [Variant(f"{label} E/H={f}", sharing=sharing, embedding=e)
+            for label, sharing in (("not-shared", "none"), ("all-shared", "all"))
+            for f, e in zip(fractions, scale.embedding_sizes())]
+  raise ValueError(f"--study={study!r}: must be one of {', '.join(STUDIES)}")
+
+
+STUDIES = ("sentence_task", "sharing", "embedding_size")
+
+
+def config_for(variant, scale):
+  from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+  return AlbertConfig(
+      vocab_size=30000, embedding_size=variant.embedding or scale.embedding,
+      hidden_size=scale.hidden, num_hidden_layers=scale.layers,
+      num_attention_heads=scale.heads, intermediate_size=scale.intermediate,
+      max_position_embeddings=max(64, scale.seq), hidden_dropout_prob=0.0,
+      attention_probs_dropout_prob=0.0, sharing=variant.sharing)
+
+
+def run_key(variant, scale, seed):
+  """What makes a run: the model, the data style, the sentence loss, the schedule, the seed."""
+  e = variant.embedding or scale.embedding
+  return (f"{variant.data}-w{variant.sentence_loss_weight:g}-{variant.sharing}-E{e}"
+          f"-H{scale.hidden}-L{scale.layers}-s{scale.steps}-b{scale.batch}-seq{scale.seq}"
+          f"-seed{seed}")
