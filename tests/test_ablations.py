@@ -52,6 +52,13 @@ def test_verdicts_follow_the_sign_of_the_difference_against_the_noise():
   assert claims.judge(_claim(">"), {"a": results["a"]}, COUNTS)["verdict"] == "not measured"
 
 
+def test_above_chance_means_beating_the_majority_share_by_twice_the_sampling_error():
+  counts = dict(COUNTS, sop_majority=0.51)  # 400 examples: error 0.025, of 2 seeds 0.0177
+  assert claims.above_chance(_runs("sop_accuracy", 0.55, 0.56), "sop_accuracy", counts)
+  assert not claims.above_chance(_runs("sop_accuracy", 0.53, 0.54), "sop_accuracy", counts)
+  assert claims.above_chance(_runs("nsp_accuracy", 0.9), "nsp_accuracy", COUNTS) is None
+
+
 def test_downstream_is_the_mean_of_sst2_and_stsb_with_both_sampling_errors():
   a = [{"sst2_accuracy": 0.9, "stsb_pearson": 0.7}]
   b = [{"sst2_accuracy": 0.8, "stsb_pearson": 0.6}]

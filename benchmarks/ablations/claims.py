@@ -138,6 +138,17 @@ def noise_level(metric, a_runs, b_runs, counts):
   return 2 * max(seeds, own)
 
 
+def above_chance(runs, metric, counts):
+  """Whether the seed mean of `metric` ("nsp_accuracy" or "sop_accuracy") beats its eval set's
+  majority-label share (a constant guess) by more than twice the mean's sampling error."""
+  majority = counts.get(metric.replace("accuracy", "majority"))
+  if majority is None or not runs:
+    return None
+  values = metric_values(runs, metric)
+  error = sampling_error(metric, mean(values), counts) / math.sqrt(len(values))
+  return mean(values) - majority > 2 * error
+
+
 def judge(claim, results, counts):
   """{difference, noise, verdict} of `claim` on {variant: [per-seed runs]}."""
   a_runs, b_runs = results.get(claim.a, []), results.get(claim.b, [])

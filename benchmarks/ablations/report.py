@@ -3,7 +3,7 @@
 import json
 import os
 
-from benchmarks.ablations.claims import PAPER, PAPER_SIDE, downstream, mean
+from benchmarks.ablations.claims import PAPER, PAPER_SIDE, above_chance, downstream, mean
 
 NO_FLAGS = "none of avx512f/avx512_bf16/amx_bf16"
 
@@ -106,6 +106,15 @@ def study_section(study, entry):
             "writes them. Parameters: the encoder's (embeddings, projection, blocks, pooler), "
             "as the paper counts them. Downstream mean: of SST-2 accuracy and STS-B Pearson.",
             ""]
+  learned = {(name, metric): above_chance(runs, metric, counts)
+             for name, runs in results.items() for metric in ("nsp_accuracy", "sop_accuracy")}
+  if all(v is not None for v in learned.values()):
+    lines += ["Above chance (the seed mean beats the eval set's majority share by more than "
+              "twice its sampling error): " + "; ".join(
+                  f"{name}: NSP {'yes' if learned[name, 'nsp_accuracy'] else 'no'}, SOP "
+                  f"{'yes' if learned[name, 'sop_accuracy'] else 'no'}" for name in results)
+              + ". A claim that two variants are alike on a task neither solves says only "
+              "that neither learned it.", ""]
   paper = PAPER[study]
   lines += ["The paper's numbers (ALBERT-base, Lan et al. 2020"
             + {"sentence_task": ", Table 5", "sharing": ", Table 4, E = 128",
