@@ -6,6 +6,8 @@ import os
 import random
 import re
 
+from albert_tf.guards import write_text_atomically
+
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.normpath(os.path.join(REPO, os.pardir, "shared", "data"))
@@ -53,10 +55,8 @@ def write_corpus(books, directory, num_files, seed, fraction, min_chars=DOCUMENT
   paths = []
   for i in range(num_files):
     path = os.path.join(directory, f"part-{i}.txt")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-      for document in documents[i::num_files]:
-        f.write("\n".join(document) + "\n\n")
-    os.replace(path + ".tmp", path)
+    write_text_atomically(path, "".join("\n".join(document) + "\n\n"
+                                        for document in documents[i::num_files]))
     paths.append(path)
   return paths
 
@@ -105,9 +105,7 @@ def prepare_glue(work, scale):
       with open(os.path.join(GLUE, folder, f"{split}.tsv"), encoding="utf-8") as f:
         lines = f.readlines()
       kept = lines if not n else lines[:1 + n]  # the header and the first n examples
-      with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.writelines(kept)
-      os.replace(path + ".tmp", path)
+      write_text_atomically(path, "".join(kept))
     tasks[task] = target
   return tasks
 

@@ -3,6 +3,7 @@
 import json
 import os
 
+from albert_tf.guards import write_text_atomically
 from benchmarks.ablations.claims import PAPER, PAPER_SIDE, above_chance, downstream, mean
 
 NO_FLAGS = "none of avx512f/avx512_bf16/amx_bf16"
@@ -160,9 +161,7 @@ def write_report(report_dir, all_results):
                f"; commit {machine.get('git_commit', '?')[:7]}.", ""]
   body = [study_section(study, entry) for study, entry in all_results.items()]
   text = "\n".join(header + body)
-  with open(os.path.join(report_dir, "REPORT.md.tmp"), "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(os.path.join(report_dir, "REPORT.md.tmp"), os.path.join(report_dir, "REPORT.md"))
+  write_text_atomically(os.path.join(report_dir, "REPORT.md"), text)
 
 
 def machine_info():
@@ -190,11 +189,8 @@ def load_results(report_dir):
 
 
 def save_results(report_dir, all_results):
-  path = os.path.join(report_dir, "results.json")
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(all_results, f, indent=1)
-    f.write("\n")
-  os.replace(path + ".tmp", path)
+  write_text_atomically(os.path.join(report_dir, "results.json"),
+                        json.dumps(all_results, indent=1) + "\n")
 
 
 def rebuild_report(report_dir):

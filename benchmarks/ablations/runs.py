@@ -5,6 +5,7 @@ import json
 import os
 import time
 
+from albert_tf.guards import write_text_atomically
 from benchmarks.ablations.data import SPM
 from benchmarks.ablations.variants import config_for, run_key
 
@@ -15,9 +16,7 @@ def _stage(path, compute):
     with open(path, encoding="utf-8") as f:
       return json.load(f)
   value = compute()
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=1)
-  os.replace(path + ".tmp", path)
+  write_text_atomically(path, json.dumps(value, indent=1))
   return value
 
 
