@@ -35,7 +35,9 @@ def _sentences(path, first, count):
 @pytest.fixture(scope="module")
 def conll(tmp_path_factory):
   """A softmax run on the first 200 training sentences, scored on 60 dev and predicting 40
-  test sentences of CoNLL-2003 (train.txt / valid.txt / test.txt in a data dir)."""
+  test sentences of CoNLL-2003 (train.txt / valid.txt / test.txt in a data dir). 100 steps: at
+  40 the tiny model still predicts all-O for some seeds and machines (0-30 test entities over
+  seeds 1-3); at 100 it finds 57-67 for seeds 1-6, with oneDNN on or off."""
   data = tmp_path_factory.mktemp("conll")
   (data / "train.txt").write_text(_sentences(CONLL / "train.txt", 0, 200), encoding="utf-8")
   (data / "valid.txt").write_text(_sentences(CONLL / "valid.txt", 0, 60), encoding="utf-8")
@@ -43,7 +45,8 @@ def conll(tmp_path_factory):
   out = tmp_path_factory.mktemp("conll_out")
   options = NerOptions(albert_config_file=str(ROOT / "configs" / "tiny.json"),
                        spm_model_file=SPM, data_format="conll", data_dir=str(data),
-                       output_dir=str(out), do_train=True, do_eval=True, do_predict=True, **TINY)
+                       output_dir=str(out), do_train=True, do_eval=True, do_predict=True,
+                       **dict(TINY, train_step=100, warmup_step=10, save_checkpoints_steps=50))
   return dict(results=run_ner(options), data=data, out=out, options=options)
 
 
@@ -54,7 +57,7 @@ def _read_results(path):
 def test_conll_run_writes_entity_f1_and_predictions_conlleval_reads(conll):
   out, data = conll["out"], conll["data"]
   results = _read_results(out / "eval_results.txt")
-  assert results["global_step"] == 40
+  assert results["global_step"] == 100
   for key in ("precision", "recall", "f1", "token_accuracy", "PER_f1", "LOC_support"):
     assert key in results, key
   assert (out / "best" / "best_results.txt").exists()
