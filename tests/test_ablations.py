@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from benchmarks.ablations import claims, study, variants
+from benchmarks.ablations import claims, data, study, variants
 
 COUNTS = {"sop_examples": 400, "nsp_examples": 400, "mlm_predictions": 4000,
           "sst2_dev": 872, "stsb_dev": 1500}
@@ -90,6 +90,18 @@ def test_the_variants_are_the_papers_tables_at_the_small_scale():
   # sop, sharing's all-shared, embedding_size's all-shared E/H=1/2) and not-shared at that E.
   assert scale.embedding == scale.hidden // 2
   assert len(keys) == 3 + 4 + 8 - 3
+
+
+def test_the_held_out_documents_come_from_every_book_and_share_no_passage_with_training():
+  """The eval split is a random eighth of all books' documents (not whole books: a random
+  partner from the held-out book alone made eval NSP a harder task than the trained one)."""
+  books = sorted(data.glob.glob(data.os.path.join(data.BOOKS, "*.txt")))
+  book_of = {tuple(d): b for b in books for d in data._documents(b, 1.0, data.DOCUMENT_CHARS)}
+  train, held = data.split_documents(books, seed=7, fraction=1.0)
+  assert len(train) + len(held) == len(book_of) and abs(len(held) * 8 - len(book_of)) <= 8
+  assert not {tuple(d) for d in train} & {tuple(d) for d in held}
+  assert len({book_of[tuple(d)] for d in held}) == len(books)
+  assert (train, held) == data.split_documents(books, seed=7, fraction=1.0)  # seeded
 
 
 def test_a_run_another_study_made_at_the_same_scale_and_data_is_taken_not_rerun():

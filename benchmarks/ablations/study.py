@@ -8,18 +8,18 @@ For every variant of the study and every seed, in this process and through the p
 code paths:
 1. pretraining data, once per work dir: `create_pretraining_data` on real English text (NLTK's
    Gutenberg books), SentencePiece (ALBERT's 30k-piece model from ../shared/data), seq 64.
-   Two books are held out for the intrinsic evaluation. The other books are cut into
-   documents of consecutive paragraphs (at least 2,000 characters each; the books' lines are
-   the sentences) dealt into 4 files at random, so each block's random-document partners come
-   from many books, as the original's corpus-wide pool gives them, and few chunks are a lone
-   sentence. Each set is made twice: SOP-style (the default) and NSP-style
+   The books are cut into documents of consecutive paragraphs (at least 2,000 characters
+   each; the books' lines are the sentences); one document in 8, drawn at random from all
+   books, is held out for the intrinsic evaluation, and the rest are dealt into 4 files at
+   random, so in both splits a block's random-document partners come from many books, as the
+   original's corpus-wide pool gives them, and few chunks are a lone sentence. Each set is made twice: SOP-style (the default) and NSP-style
    (`--random_next_sentence`). The SOP-style eval set is made with `--pure_sop`: the
    original's rule pairs a lone-sentence chunk with a random document even in SOP data (10% of
    the training set here), and an NSP model would score on those;
 2. `run_pretraining` (LAMB, warm-up, checkpoints) with the variant's config and data. The
    "none" variant trains MLM alone (`--sentence_loss_weight=0`);
 3. the intrinsic evaluation of the final checkpoint, by `run_pretraining --do_eval` on the
-   held-out books: masked-LM accuracy and SOP accuracy on the SOP-style set, NSP accuracy on the
+   held-out documents: masked-LM accuracy and SOP accuracy on the SOP-style set, NSP accuracy on the
    NSP-style set (the same sentence head, read as a next-sentence classifier);
 4. `run_classifier` from that checkpoint on SST-2 (accuracy on the full dev set, trained on a
    fixed subset of train) and STS-B (Pearson on dev, trained on all of train).
