@@ -406,6 +406,13 @@ class TrainingCore(orbit.AbstractTrainer):
         raise
       raise located from None
 
+  def attach(self, dataset):
+    """Makes `dataset` (global batches) what `train` reads, with a fresh compiled loop;
+    returns the distributed iterator."""
+    self._iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+    self._train_loop = self._build_train_loop()
+    return self._iterator
+
   def train(self, num_steps):
     """orbit's inner loop: up to `num_steps` steps; returns this loop's metrics."""
     o = self.options
@@ -436,14 +443,12 @@ class TrainingCore(orbit.AbstractTrainer):
     """
     o = self.options
     self.restore_or_initialize()
-    iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+    iterator = self.attach(dataset)
     if o.checkpoint_input_pipeline and not isinstance(
         self.strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
       # The input position (shuffle buffers included) goes into every checkpoint, so a resumed
       # run sees exactly the batches an uninterrupted one would; restored lazily if resuming.
       self.checkpoint.input_pipeline = iterator
-    self._iterator = iterator
-    self._train_loop = self._build_train_loop()
     progress = _Progress(self, history)
 
     def after_loop(results):

@@ -1,6 +1,6 @@
 """Speed and memory of albert-tf against Model Garden, side by side in one run.
 
-    .venv/bin/python -m benchmarks.run --suite quick|full [--out results.json]
+    .venv/bin/python -m benchmarks.run --suite quick|full|finetune [--out results.json]
         [--repeats N] [--only SUBSTR[,SUBSTR]] [--quiet_wait S]
 
 The peer is tf-models-official's `networks.AlbertEncoder` + `layers.MaskedLM` + a Dense
@@ -22,6 +22,11 @@ What is measured (the suite picks the shapes, see SUITES):
            per-layer outputs, cast to float32), float32 and bfloat16, and float32 with the
            signature compiled by XLA on both sides (ours: `export_savedmodel.py --jit_compile`);
            "vs peer fp32" compares with the peer's plain float32 export.
+  finetune (quick and finetune suites) one fine-tuning optimizer step per call of
+           run_classifier's, run_ner's and run_squad's training core against Model Garden's
+           BertClassifier / BertTokenClassifier / BertSpanLabeler on its AlbertEncoder with its
+           AdamWeightDecay (`benchmarks/finetune_step_bench.py`), dropout 0.1, float32 and
+           bfloat16; "vs peer fp32" compares with the same job's float32 peer step.
   data     (full suite) `benchmarks/create_pretraining_data_bench.py`, SentencePiece mode, one
            worker, against Model Garden's create_pretraining_data.py, as its own subprocess.
   memory   each process's peak resident memory (VmHWM = ru_maxrss), TensorFlow included.
@@ -63,12 +68,20 @@ SUITES = {
     "quick": {"config": "configs/tiny.json", "shape": "tiny", "batch": 8, "seq": 64,
               "predictions": 20, "steps": 10, "repeats": 1, "infer_seq": 64,
               "infer_batches": [1, 32], "calls": 20, "matmul_n": 2048, "matmul_iters": 4,
-              "data": False},
+              "data": False, "kinds": ("train", "infer", "finetune"),
+              "finetune": {"classifier": [64, 8], "tagger": [64, 8], "squad": [64, 8]}},
     # The issue's shapes: ALBERT-base at seq 128 (about 20-25 min per repeat on 2 cores).
     "full": {"config": "configs/albert_base_v2.json", "shape": "base", "batch": 8, "seq": 128,
              "predictions": 20, "steps": 3, "repeats": 2, "infer_seq": 128,
              "infer_batches": [1, 32], "calls": 3, "matmul_n": 2048, "matmul_iters": 8,
-             "data": True},
+             "data": True, "kinds": ("train", "infer")},
+    # Fine-tuning steps at the jobs' shapes, ALBERT-base: run_classifier and run_ner at seq 128
+    # batch 32, run_squad at seq 384 (batch 8 here, to bound the suite's time: 3,072 tokens a
+    # step against the others' 4,096). About 15 minutes per repeat on 2 cores.
+    "finetune": {"config": "configs/albert_base_v2.json", "shape": "base", "batch": 32,
+                 "seq": 128, "predictions": 0, "steps": 3, "repeats": 1, "matmul_n": 2048,
+                 "matmul_iters": 8, "data": False, "kinds": ("finetune",),
+                 "finetune": {"classifier": [128, 32], "tagger": [128, 32], "squad": [384, 8]}},
 }
 
 
@@ -101,6 +114,14 @@ def plan(suite, tmp):
   s = suite
   config = os.path.join(REPO, s["config"])
   rows = []
+  for task, (seq, batch) in s.get("finetune", {}).items() if "finetune" in s["kinds"] else ():
+    for precision in PRECISIONS:
+      rows.append((f"finetune {task} {s['shape']} {precision}",
+                   {side: {"kind": "finetune", "side": side, "config": config, "task": task,
+                           "seq": seq, "batch": batch, "precision": precision,
+                           "steps": s["steps"]} for side in SIDES}))
+  if "train" not in s["kinds"]:
+    return rows, {}  # (the suites that train also serve)
   for precision in PRECISIONS:
     for jit in (False, True):
       name = f"train {s['shape']} {precision}{' jit' if jit else ''}"
@@ -146,7 +167,15 @@ def summarize(suite, runs, matmul_runs):
       others = [r["others_cores"] for r in results if r["others_cores"] is not None]
       entry = {"runs": len(results), "peak_mib": peak,
                "others_cores": max(others) if others else None}
-      if row["kind"] == "train":
+      if row["kind"] == "finetune":
+        seq, batch = results[0]["seq"], results[0]["batch"]
+        seconds = statistics.median(t for r in results for t in r["step_seconds"])
+        gflops = flops_per_token(config, seq, 0)[1] * batch * seq / 1e9 / seconds
+        entry.update(seconds_per_step=seconds, sequences_per_second=batch / seconds,
+                     gflops=gflops, mfu=gflops / rates[results[0]["precision"]],
+                     parameters=results[0]["parameters"], last_loss=results[-1]["last_loss"],
+                     seq=seq, batch=batch)
+      elif row["kind"] == "train":
         seconds = statistics.median(t for r in results for t in r["step_seconds"])
         precision = results[0]["precision"] if "precision" in results[0] else name.split()[2]
         gflops = step_gflop / seconds
@@ -166,7 +195,12 @@ def summarize(suite, runs, matmul_runs):
     if not (ours and peer):
       continue
     row["memory_ours_over_peer"] = ours["peak_mib"] / peer["peak_mib"]
-    if row["kind"] == "train":
+    if row["kind"] == "finetune":  # against the same job's peer step, and its float32 one
+      row["speed_ours_over_peer"] = peer["seconds_per_step"] / ours["seconds_per_step"]
+      fp32 = rows.get(name.rsplit(" ", 1)[0] + " float32", {}).get("peer")
+      if fp32:
+        row["speed_ours_over_peer_float32"] = fp32["seconds_per_step"] / ours["seconds_per_step"]
+    elif row["kind"] == "train":
       row["speed_ours_over_peer"] = peer["seconds_per_step"] / ours["seconds_per_step"]
       if base:
         row["speed_ours_over_peer_float32"] = base["seconds_per_step"] / ours["seconds_per_step"]
@@ -179,19 +213,16 @@ def summarize(suite, runs, matmul_runs):
   return rates, rows, step_gflop
 
 
-def format_tables(suite, rates, rows, step_gflop, data):
-  s = suite
-  lines = [f"matmul rate (this run): float32 {rates['float32']:.1f} GFLOP/s, bfloat16 "
-           f"{rates['bfloat16']:.1f} GFLOP/s ({s['matmul_n']}^2 chains)", "",
-           f"train step: {s['config']}, batch {s['batch']} x seq {s['seq']}, "
-           f"{s['predictions']} predictions; {step_gflop:.1f} GFLOP/step "
-           "(3 x forward matmul FLOPs)", "",
-           "| config | side | s/step | seq/s | tokens/s | GFLOP/s | MFU | peak MiB | "
-           "speed vs peer | vs peer fp32 | memory vs peer | others |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-  fmt = lambda x, f: "-" if x is None else format(x, f)
+def _fmt(x, f):
+  return "-" if x is None else format(x, f)
+
+
+def _step_lines(rows, kind, shape):
+  """Table lines of the step rows of `kind`: the row's name, the side, `shape(entry)` cells,
+  then time, rate, FLOPs, MFU, memory, the ratios and the others' cores."""
+  lines = []
   for name, row in rows.items():
-    if row["kind"] != "train":
+    if row["kind"] != kind:
       continue
     for side in SIDES:
       e = row.get(side)
@@ -199,32 +230,59 @@ def format_tables(suite, rates, rows, step_gflop, data):
         continue
       mine = side == "ours"
       lines.append("| " + " | ".join([
-          name if mine else "", side, f"{e['seconds_per_step']:.3f}",
-          f"{e['sequences_per_second']:.1f}", f"{e['tokens_per_second']:.0f}",
+          name if mine else "", side, *shape(e), f"{e['seconds_per_step']:.3f}",
+          f"{e['sequences_per_second']:.1f}", *([f"{e['tokens_per_second']:.0f}"]
+                                                if kind == "train" else []),
           f"{e['gflops']:.1f}", f"{e['mfu']:.0%}", f"{e['peak_mib']:.0f}",
-          fmt(row.get("speed_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
-          fmt(row.get("speed_ours_over_peer_float32"), ".2f") + "x" if mine else "",
-          fmt(row.get("memory_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
-          fmt(e["others_cores"], ".2f")]) + " |")
-  lines += ["", f"encoder inference (SavedModel serving_default), seq {s['infer_seq']}:", "",
-            "| config | side | batch | latency ms | latency vs peer | vs peer fp32 | peak MiB "
-            "| memory vs peer | others |", "|---|---|---|---|---|---|---|---|---|"]
-  for name, row in rows.items():
-    if row["kind"] != "infer":
-      continue
-    for side in SIDES:
-      e = row.get(side)
-      if not e:
+          _fmt(row.get("speed_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
+          _fmt(row.get("speed_ours_over_peer_float32"), ".2f") + "x" if mine else "",
+          _fmt(row.get("memory_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
+          _fmt(e["others_cores"], ".2f")]) + " |")
+  return lines
+
+
+def format_tables(suite, rates, rows, step_gflop, data):
+  s = suite
+  fmt = _fmt
+  lines = [f"matmul rate (this run): float32 {rates['float32']:.1f} GFLOP/s, bfloat16 "
+           f"{rates['bfloat16']:.1f} GFLOP/s ({s['matmul_n']}^2 chains)"]
+  kinds = {row["kind"] for row in rows.values()}
+  if "finetune" in kinds:
+    lines += ["", f"fine-tuning step: {s['config']}, dropout 0.1, AdamW (3 x forward matmul "
+              "FLOPs)", "",
+              "| config | side | seq x batch | s/step | seq/s | GFLOP/s | MFU | peak MiB | "
+              "speed vs peer | vs peer fp32 | memory vs peer | others |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += _step_lines(rows, "finetune", lambda e: [f"{e['seq']} x {e['batch']}"])
+  if "train" in kinds:
+    lines += ["", f"train step: {s['config']}, batch {s['batch']} x seq {s['seq']}, "
+              f"{s['predictions']} predictions; {step_gflop:.1f} GFLOP/step "
+              "(3 x forward matmul FLOPs)", "",
+              "| config | side | s/step | seq/s | tokens/s | GFLOP/s | MFU | peak MiB | "
+              "speed vs peer | vs peer fp32 | memory vs peer | others |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += _step_lines(rows, "train", lambda e: [])
+  if "infer" in kinds:
+    lines += ["", f"encoder inference (SavedModel serving_default), seq {s['infer_seq']}:", "",
+              "| config | side | batch | latency ms | latency vs peer | vs peer fp32 | peak MiB "
+              "| memory vs peer | others |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, row in rows.items():
+      if row["kind"] != "infer":
         continue
-      for b, ms in e["latency_ms"].items():
-        mine = side == "ours"
-        lines.append("| " + " | ".join([
-            name, side, b, f"{ms:.1f}",
-            fmt(row.get("latency_ours_over_peer", {}).get(b), ".2f") + "x" if mine else "1.00x",
-            fmt(row.get("latency_ours_over_peer_float32", {}).get(b), ".2f") + "x" if mine else "",
-            f"{e['peak_mib']:.0f}",
-            fmt(row.get("memory_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
-            fmt(e["others_cores"], ".2f")]) + " |")
+      for side in SIDES:
+        e = row.get(side)
+        if not e:
+          continue
+        for b, ms in e["latency_ms"].items():
+          mine = side == "ours"
+          lines.append("| " + " | ".join([
+              name, side, b, f"{ms:.1f}",
+              fmt(row.get("latency_ours_over_peer", {}).get(b), ".2f") + "x" if mine else "1.00x",
+              fmt(row.get("latency_ours_over_peer_float32", {}).get(b), ".2f") + "x"
+              if mine else "",
+              f"{e['peak_mib']:.0f}",
+              fmt(row.get("memory_ours_over_peer"), ".2f") + "x" if mine else "1.00x",
+              fmt(e["others_cores"], ".2f")]) + " |")
   if data:
     lines += ["", "create_pretraining_data (SentencePiece, benchmarks/"
               "create_pretraining_data_bench.py):", "",
@@ -291,7 +349,8 @@ def main(argv=None):
         for side in order:
           result = run(sides[side], f"{name} {side}")
           if "step_seconds" in result:
-            result["precision"] = sides[side]["precision"]
+            result.update(precision=sides[side]["precision"], seq=sides[side]["seq"],
+                          batch=sides[side]["batch"])
             print(f"    {statistics.median(result['step_seconds']):.3f} s/step", flush=True)
           runs[name][side].append(result)
     rates, summary, step_gflop = summarize(suite, runs, matmul_runs)

@@ -13,6 +13,9 @@ model, the optimizer state, the activations and TensorFlow's own ~0.5-1 GiB). Ki
           Model Garden's (`benchmarks.train_step_bench`), under the `mixed_bfloat16` Keras
           policy for bfloat16, with or without `jit_compile` (ours also with `"recompute":
           true`, block recomputation); median seconds per step.
+  finetune  one fine-tuning optimizer step per call, ours (the job's training core) or Model
+          Garden's task model (`benchmarks.finetune_step_bench`): "task" classifier, tagger or
+          squad, float32 or bfloat16; median seconds per step.
   export  writes the encoder SavedModels of one side, one per variant: "float32", "bfloat16",
           "float32 xla" (signatures compiled by XLA: `export_savedmodel.py --jit_compile`).
   infer   loads an exported SavedModel and times its `serving_default` signature on a fixed
@@ -111,6 +114,34 @@ def train(spec):
           "first_loss": first_loss, "last_loss": last_loss}
 
 
+def finetune(spec):
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from benchmarks import finetune_step_bench as fb  # pylint: disable=g-import-not-at-top
+  work = tempfile.mkdtemp(prefix="finetune_")
+  config_file, config = fb.with_dropout(spec["config"], work)
+  start = time.perf_counter()
+  if spec["side"] == "ours":  # the job's options carry the precision (--mixed_precision)
+    step, params = fb.ours_step(spec["task"], config_file, spec["batch"], spec["seq"],
+                                spec["precision"], os.path.join(work, "out"),
+                                jit_compile=spec.get("jit", False))
+  else:
+    set_precision(spec["precision"])
+    step, params = fb.peer_step(spec["task"], config, spec["batch"], spec["seq"],
+                                jit_compile=spec.get("jit", False))
+  first_loss = float(step())  # trace + first step
+  trace_seconds = time.perf_counter() - start
+  for _ in range(spec.get("warmup", 1)):
+    float(step())
+  times = []
+  for _ in range(spec["steps"]):
+    begin = time.perf_counter()
+    last_loss = float(step())
+    times.append(time.perf_counter() - begin)
+  return {"seconds_per_step": statistics.median(times), "step_seconds": times,
+          "parameters": int(params), "build_trace_seconds": trace_seconds,
+          "first_loss": first_loss, "last_loss": last_loss}
+
+
 class PeerEncoderExport(tf.Module):
   """Model Garden's AlbertEncoder behind the same serving signature as ours (float32 out)."""
 
@@ -175,7 +206,8 @@ def infer(spec):
   return result
 
 
-KINDS = {"matmul": matmul, "train": train, "export": export, "infer": infer}
+KINDS = {"matmul": matmul, "train": train, "finetune": finetune, "export": export,
+         "infer": infer}
 
 
 def main(argv):

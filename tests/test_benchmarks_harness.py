@@ -32,3 +32,35 @@ def test_the_plan_exports_an_xla_variant_and_the_summary_compares_it_with_the_pl
   # Against the peer's plain float32 export (what it ships), not its XLA one.
   assert summary["infer tiny float32 xla"]["latency_ours_over_peer_float32"]["1"] == 0.6
   assert summary["infer tiny float32"]["latency_ours_over_peer_float32"]["1"] == 0.9
+
+
+def test_finetune_rows_compare_each_job_with_its_own_peer_and_its_float32_peer(tmp_path):
+  suite = run.SUITES["finetune"]
+  rows, exports = run.plan(suite, str(tmp_path))
+  assert exports == {} and all(name.startswith("finetune") for name, _ in rows)
+  rows = dict(rows)
+  squad = rows["finetune squad base bfloat16"]
+  assert {side: (spec["task"], spec["seq"], spec["precision"]) for side, spec in squad.items()} \
+      == {"ours": ("squad", 384, "bfloat16"), "peer": ("squad", 384, "bfloat16")}
+  assert set(rows) == {f"finetune {t} base {p}" for t in ("classifier", "tagger", "squad")
+                       for p in ("float32", "bfloat16")}
+
+  step = lambda seconds: _result(step_seconds=[seconds], parameters=5, last_loss=1.0, seq=128,
+                                 batch=32, precision="float32")
+  runs = {"finetune classifier base float32": {"ours": [step(3.0)], "peer": [step(4.5)]},
+          "finetune classifier base bfloat16": {"ours": [dict(step(1.5), precision="bfloat16")],
+                                                "peer": [dict(step(3.0), precision="bfloat16")]},
+          "finetune tagger base float32": {"ours": [step(2.0)], "peer": [step(8.0)]}}
+  matmul = [{"float32": {"gflops_best": 100.0}, "bfloat16": {"gflops_best": 50.0}}]
+  _, summary, _ = run.summarize(suite, runs, matmul)
+  bf16 = summary["finetune classifier base bfloat16"]
+  assert bf16["speed_ours_over_peer"] == 2.0 and bf16["speed_ours_over_peer_float32"] == 3.0
+  assert summary["finetune tagger base float32"]["speed_ours_over_peer"] == 4.0
+  # MFU from this row's own shape (seq 128 x batch 32) and precision's matmul rate.
+  from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+  from albert_tf.summary import flops_per_token  # pylint: disable=import-outside-toplevel
+  config = AlbertConfig.from_json_file(str(run.REPO + "/" + suite["config"]))
+  gflop = flops_per_token(config, 128, 0)[1] * 128 * 32 / 1e9
+  assert abs(bf16["ours"]["mfu"] - gflop / 1.5 / 50.0) < 1e-9
+  assert "| finetune classifier base bfloat16 | ours | 128 x 32 | 1.500 |" in \
+      run.format_tables(suite, {"float32": 100.0, "bfloat16": 50.0}, summary, 0.0, None)
