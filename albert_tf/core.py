@@ -486,11 +486,14 @@ class TrainingCore(orbit.AbstractTrainer):
 
 class _Progress:
   """One progress line every `log_every_seconds` (and at the end): step, loss, the task's
-  metrics, learning rate, steps/s, examples/s and ETA."""
+  metrics, learning rate, steps/s, examples/s and ETA. The rates count from the end of the
+  first loop on: that loop traces (and compiles) the step, a one-off that would make a short
+  run's examples/s and every early ETA a fraction of what training runs at."""
 
   def __init__(self, core, history):
     self.core, self.history = core, history
     self.start_step, self.start_time, self.last_log = core.global_step, time.time(), 0.0
+    self.first_loop = None  # (step, time) at the end of the first loop
     self.last = {}
 
   def __call__(self, step, results):
@@ -500,10 +503,14 @@ class _Progress:
     if self.history is not None:
       self.history.append(dict(results, step=step))
     now = time.time()
+    if self.first_loop is None:
+      self.first_loop = (step, now)
     if now - self.last_log < core.options.log_every_seconds and step != core.train_steps:
       return
     self.last_log = now
-    rate = (step - self.start_step) / max(now - self.start_time, 1e-9)
+    since_step, since = self.first_loop if step > self.first_loop[0] else (self.start_step,
+                                                                            self.start_time)
+    rate = (step - since_step) / max(now - since, 1e-9)
     eta = (core.train_steps - step) / rate if rate > 0 else float("inf")
     extra = core.task.progress(results)
     logger.info("step %d/%d  loss %.4f  %slr %.3g  %.2f steps/s  %.1f examples/s  ETA %s",

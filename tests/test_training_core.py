@@ -267,3 +267,24 @@ def test_sigterm_saves_a_checkpoint_exits_0_and_the_same_command_resumes(csv_tas
   assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{step + 4}")
   assert "accuracy = " in (out / "eval_results.txt").read_text()
   assert not os.path.exists(out / "nonfinite")
+
+
+def test_progress_rates_leave_out_the_first_loop_that_traces_the_step(monkeypatch, caplog):
+  """A 30 s trace then 1 s per 10-step loop of batch 32: 320 examples/s from the second line
+  on (cumulative timing would say 80), and the ETA from that rate."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from albert_tf import core as core_module  # pylint: disable=import-outside-toplevel
+  clock = [1000.0]
+  monkeypatch.setattr(core_module.time, "time", lambda: clock[0])
+  fake = SimpleNamespace(global_step=0, train_steps=100,
+                         options=SimpleNamespace(log_every_seconds=0.0, train_batch_size=32),
+                         task=SimpleNamespace(progress=lambda results: ""))
+  progress = core_module._Progress(fake, None)  # pylint: disable=protected-access
+  caplog.set_level("INFO", logger=core_module.logger.name)
+  for step, seconds in ((10, 31.0), (20, 1.0), (30, 1.0)):
+    clock[0] += seconds
+    progress(step, {"loss": 1.0, "learning_rate": 1e-4})
+  lines = [r.getMessage() for r in caplog.records]
+  assert "10.3 examples/s" in lines[0]  # the first loop: all there is to go on
+  assert "10.00 steps/s  320.0 examples/s  ETA" in lines[1] and "320.0 examples/s" in lines[2]
+  assert lines[2].endswith("ETA " + core_module.duration(7.0))
