@@ -179,3 +179,15 @@ def test_toy_study_writes_report_and_results_and_resumes_only_what_is_missing(tm
   (report / "REPORT.md").unlink()
   assert study.main(["--report_only", "--report_dir", str(report)]) == 0
   assert "| sop |" in (report / "REPORT.md").read_text()
+
+
+def test_the_driver_refuses_a_scale_that_cannot_run_under_its_own_flag_names(capsys):
+  with pytest.raises(SystemExit):
+    study.main(["--study", "sharing", "--steps", "0", "--hidden", "100", "--heads", "3",
+                "--corpus_fraction", "1.5", "--finetune_learning_rate", "0", "--seeds", "0"])
+  error = capsys.readouterr().err
+  for expected in ("--steps=0: must be >= 1", "--hidden=100 is not divisible by --heads=3",
+                   "--corpus_fraction=1.5: must be in (0, 1]",
+                   "--finetune_learning_rate=0.0: must be > 0", "--seeds=0: must be >= 1"):
+    assert expected in error, expected
+  assert variants.Scale().problems() == [] and variants.Scale(**variants.TOY).problems() == []

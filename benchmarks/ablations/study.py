@@ -12,15 +12,16 @@ code paths:
    each; the books' lines are the sentences); one document in 8, drawn at random from all
    books, is held out for the intrinsic evaluation, and the rest are dealt into 4 files at
    random, so in both splits a block's random-document partners come from many books, as the
-   original's corpus-wide pool gives them, and few chunks are a lone sentence. Each set is made twice: SOP-style (the default) and NSP-style
-   (`--random_next_sentence`). The SOP-style eval set is made with `--pure_sop`: the
-   original's rule pairs a lone-sentence chunk with a random document even in SOP data (10% of
-   the training set here), and an NSP model would score on those;
+   original's corpus-wide pool gives them, and few chunks are a lone sentence. Each set is
+   made twice: SOP-style (the default) and NSP-style (`--random_next_sentence`). The SOP-style
+   eval set is made with `--pure_sop`: the original's rule pairs a lone-sentence chunk with a
+   random document even in SOP data (10% of the training set here), and an NSP model would
+   score on those;
 2. `run_pretraining` (LAMB, warm-up, checkpoints) with the variant's config and data. The
    "none" variant trains MLM alone (`--sentence_loss_weight=0`);
 3. the intrinsic evaluation of the final checkpoint, by `run_pretraining --do_eval` on the
-   held-out documents: masked-LM accuracy and SOP accuracy on the SOP-style set, NSP accuracy on the
-   NSP-style set (the same sentence head, read as a next-sentence classifier);
+   held-out documents: masked-LM accuracy and SOP accuracy on the SOP-style set, NSP accuracy
+   on the NSP-style set (the same sentence head, read as a next-sentence classifier);
 4. `run_classifier` from that checkpoint on SST-2 (accuracy on the full dev set, trained on a
    fixed subset of train) and STS-B (Pearson on dev, trained on all of train).
 
@@ -146,6 +147,9 @@ def main(argv=None):
   values.update({f.name: getattr(args, f.name) for f in dataclasses.fields(Scale)
                  if getattr(args, f.name) is not None})
   scale = Scale(**values)
+  wrong = scale.problems() + ([f"--seeds={args.seeds}: must be >= 1"] if args.seeds < 1 else [])
+  if wrong:
+    parser.error("; ".join(wrong))
   work = args.work_dir or ("/tmp/albert_ablations_toy" if args.toy else "/tmp/albert_ablations")
   report_dir = args.report_dir or (os.path.join(work, "report") if args.toy
                                    else os.path.join(REPO, "benchmarks", "ablations"))

@@ -31,6 +31,26 @@ class Scale:
   dev_examples: int = 0  # 0 = the whole dev set
   corpus_fraction: float = 1.0  # of every book, for a quick look
 
+  def problems(self):
+    """What is wrong with the scale, as "--flag=value: must be ..." lines (none: usable)."""
+    zero_is_all = ("warmup", "sst2_train_examples", "stsb_train_examples", "dev_examples")
+    found = []
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if field.name == "corpus_fraction":
+        if not 0.0 < value <= 1.0:
+          found.append(f"--{field.name}={value}: must be in (0, 1]")
+      elif isinstance(value, float):
+        if not value > 0.0:
+          found.append(f"--{field.name}={value}: must be > 0")
+      elif value < (0 if field.name in zero_is_all else 1):
+        found.append(f"--{field.name}={value}: must be >= {0 if field.name in zero_is_all else 1}")
+    if self.hidden % self.heads:
+      found.append(f"--hidden={self.hidden} is not divisible by --heads={self.heads}")
+    if self.max_predictions > self.seq:
+      found.append(f"--max_predictions={self.max_predictions} exceeds --seq={self.seq}")
+    return found
+
   def embedding_sizes(self):
     """E from H/8 to H: the paper's 64..768 at H = 768, scaled."""
     return [self.hidden // 8, self.hidden // 4, self.hidden // 2, self.hidden]
