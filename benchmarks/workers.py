@@ -93,42 +93,10 @@ def matmul(spec):
   return result
 
 
-def train(spec):
-  set_precision(spec["precision"])
-  config = AlbertConfig.from_json_file(spec["config"])
-  start = time.perf_counter()
-  if spec["side"] == "ours":
-    step, params = train_step_bench.ours_step(config, jit_compile=spec["jit"],
-                                              recompute_grad=spec.get("recompute", False))
-  else:
-    step, params = train_step_bench.peer_step(config, jit_compile=spec["jit"])
-  batch = train_step_bench.make_batch(config, spec["batch"], spec["seq"], spec["predictions"])
-  first_loss = float(step(batch))  # trace (and compile) + first step
-  trace_seconds = time.perf_counter() - start
-  for _ in range(spec.get("warmup", 1)):
-    float(step(batch))
-  times = train_step_bench.time_steps(step, batch, spec["steps"])
-  last_loss = float(step(batch))
-  return {"seconds_per_step": statistics.median(times), "step_seconds": times,
-          "parameters": int(params), "build_trace_seconds": trace_seconds,
-          "first_loss": first_loss, "last_loss": last_loss}
-
-
-def finetune(spec):
-  import tempfile  # pylint: disable=g-import-not-at-top
-  from benchmarks import finetune_step_bench as fb  # pylint: disable=g-import-not-at-top
-  work = tempfile.mkdtemp(prefix="finetune_")
-  config_file, config = fb.with_dropout(spec["config"], work)
-  start = time.perf_counter()
-  if spec["side"] == "ours":  # the job's options carry the precision (--mixed_precision)
-    step, params = fb.ours_step(spec["task"], config_file, spec["batch"], spec["seq"],
-                                spec["precision"], os.path.join(work, "out"),
-                                jit_compile=spec.get("jit", False))
-  else:
-    set_precision(spec["precision"])
-    step, params = fb.peer_step(spec["task"], config, spec["batch"], spec["seq"],
-                                jit_compile=spec.get("jit", False))
-  first_loss = float(step())  # trace + first step
+def _timed(step, params, spec, start):
+  """Times `step()` (one optimizer step, returning its loss): the first call traces (from
+  `start`), `spec["warmup"]` more warm up, then `spec["steps"]` are timed."""
+  first_loss = float(step())  # trace (and compile) + first step
   trace_seconds = time.perf_counter() - start
   for _ in range(spec.get("warmup", 1)):
     float(step())
@@ -140,6 +108,36 @@ def finetune(spec):
   return {"seconds_per_step": statistics.median(times), "step_seconds": times,
           "parameters": int(params), "build_trace_seconds": trace_seconds,
           "first_loss": first_loss, "last_loss": last_loss}
+
+
+def train(spec):
+  set_precision(spec["precision"])
+  config = AlbertConfig.from_json_file(spec["config"])
+  start = time.perf_counter()
+  if spec["side"] == "ours":
+    step, params = train_step_bench.ours_step(config, jit_compile=spec["jit"],
+                                              recompute_grad=spec.get("recompute", False))
+  else:
+    step, params = train_step_bench.peer_step(config, jit_compile=spec["jit"])
+  batch = train_step_bench.make_batch(config, spec["batch"], spec["seq"], spec["predictions"])
+  return _timed(lambda: step(batch), params, spec, start)
+
+
+def finetune(spec):
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from benchmarks import finetune_step_bench as fb  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory(prefix="finetune_") as work:
+    config_file, config = fb.with_dropout(spec["config"], work)
+    start = time.perf_counter()
+    if spec["side"] == "ours":  # the job's options carry the precision (--mixed_precision)
+      step, params = fb.ours_step(spec["task"], config_file, spec["batch"], spec["seq"],
+                                  spec["precision"], os.path.join(work, "out"),
+                                  jit_compile=spec.get("jit", False))
+    else:
+      set_precision(spec["precision"])
+      step, params = fb.peer_step(spec["task"], config, spec["batch"], spec["seq"],
+                                  jit_compile=spec.get("jit", False))
+    return _timed(step, params, spec, start)
 
 
 class PeerEncoderExport(tf.Module):
