@@ -293,3 +293,51 @@ def test_attention_rounds_as_the_originals_scaled_scores(hidden, heads):
   context = tf.matmul(tf.nn.softmax(scores + bias, axis=-1), v)
   want = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [2, 7, hidden]).numpy()
   np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_training_layer_norm_is_the_layer_norm_and_its_gradient(dtype, monkeypatch):
+  """The blocks' training LayerNorm (`layer_norm_xla`: compiled forward, hand-written compiled
+  gradient) must compute the original's LayerNorm and its exact derivative (float64 autodiff of
+  the reference formula), in float32 and from bfloat16 inputs; training calls of a block use
+  it and inference calls keep the Keras layer."""
+  from albert_tf.modeling import transformer  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.layer_norm import layer_norm_xla  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(5)
+  x64 = rng.normal(1.0, 3.0, (3, 5, 48))
+  gamma64, beta64 = rng.normal(size=48), rng.normal(size=48)
+  dy64 = rng.normal(size=x64.shape)
+  x, gamma, beta = (tf.Variable(v.astype(np.float32)) for v in (x64, gamma64, beta64))
+  xin = tf.cast(x, dtype)
+  with tf.GradientTape() as tape:
+    tape.watch(xin)
+    y = layer_norm_xla(xin, gamma, beta, 1e-12)
+  grads = tape.gradient(y, [xin, gamma, beta], output_gradients=tf.cast(dy64, dtype))
+  assert y.dtype == dtype and grads[0].dtype == dtype and grads[1].dtype == tf.float32
+  xr, gr, br = (tf.constant(v) for v in (
+      tf.cast(xin, tf.float64).numpy(), gamma64.astype(np.float32).astype(np.float64),
+      beta64.astype(np.float32).astype(np.float64)))
+  with tf.GradientTape() as tape:
+    tape.watch([xr, gr, br])  # the reference's formula, differentiated by TF in float64
+    mean = tf.reduce_mean(xr, -1, keepdims=True)
+    variance = tf.reduce_mean((xr - mean) ** 2, -1, keepdims=True)
+    want = (xr - mean) / tf.sqrt(variance + 1e-12) * gr + br
+  np.testing.assert_allclose(want.numpy(), ref.layer_norm(xr.numpy(), gr.numpy(), br.numpy()))
+  want_grads = tape.gradient(want, [xr, gr, br], output_gradients=tf.constant(dy64))
+  # float32 with sums over 48 (statistics) and 15 rows (gamma, beta): a few ulps of the values;
+  # a bfloat16 output or dx keeps 8 bits.
+  rtol = 1e-5 if dtype == "float32" else 2 ** -8
+  for got, exp in zip([y] + grads, [want] + want_grads):
+    got, exp = tf.cast(got, tf.float64).numpy(), exp.numpy()
+    np.testing.assert_allclose(got, exp, rtol=rtol, atol=rtol * np.abs(exp).max())
+  block_inputs = tf.constant(x64[:2, :, :32], tf.float32)
+  sublayer = transformer.FeedForwardSublayer(32, 64, "gelu", 0.0, 0.02)
+  plain = sublayer(block_inputs, training=False)
+  calls = []
+  monkeypatch.setattr(transformer, "layer_norm_xla",
+                      lambda *args: calls.append(1) or layer_norm_xla(*args))
+  trained = sublayer(block_inputs, training=True)
+  assert calls and len(calls) == 1
+  sublayer(block_inputs, training=False)
+  assert len(calls) == 1
+  np.testing.assert_allclose(trained.numpy(), plain.numpy(), rtol=1e-5, atol=1e-5)

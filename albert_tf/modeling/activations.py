@@ -39,16 +39,28 @@ def gelu(x):
   return _gelu_formula(x), lambda dy: _gelu_gradient(x, dy)
 
 
-_gelu_formula_xla = tf.function(_gelu_formula, jit_compile=True)
-_gelu_gradient_xla = tf.function(_gelu_gradient, jit_compile=True)
+def _in_float32(function):
+  """`function` computed in float32 from bfloat16/float16 tensors, the result in their dtype.
+  For XLA on CPUs: its bfloat16 elementwise code rounds after every op and ran the GELU 2.8x
+  slower than the float32 formula with the casts fused in (ALBERT-base FFN activations,
+  forward and gradient; BENCHMARKS.md), and rounding once is closer to the formula."""
+  def computed(*tensors):
+    dtype = tensors[0].dtype
+    return tf.cast(function(*(tf.cast(t, tf.float32) for t in tensors)), dtype)
+  return computed
+
+
+_gelu_formula_xla = tf.function(_in_float32(_gelu_formula), jit_compile=True)
+_gelu_gradient_xla = tf.function(_in_float32(_gelu_gradient), jit_compile=True)
 
 
 @tf.custom_gradient
 def gelu_xla(x):
   """`gelu` with its forward and its gradient each compiled by XLA into one elementwise pass
   (TensorFlow's kernels make one pass per op, about eight here): the training steps' GELU.
-  Same formula; XLA's tanh rounds differently, within 2e-6 of `gelu` at unit scale. Exported
-  models keep `gelu`, which needs no XLA at serving time.
+  Same formula, computed in float32 for bfloat16 inputs (rounded once, at the end); XLA's tanh
+  rounds differently, within 2e-6 of `gelu` at unit scale. Exported models keep `gelu`, which
+  needs no XLA at serving time.
   """
   return _gelu_formula_xla(x), lambda dy: _gelu_gradient_xla(x, dy)
 

@@ -13,6 +13,7 @@ from albert_tf.modeling.activations import get_activation, training_variants_ena
 from albert_tf.modeling.attention import SelfAttention, dropout
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
+from albert_tf.modeling.layer_norm import layer_norm_xla
 
 
 class _ResidualSublayer(tf_keras.layers.Layer):
@@ -31,16 +32,24 @@ class _ResidualSublayer(tf_keras.layers.Layer):
   def transform(self, x, training, **kwargs):
     raise NotImplementedError
 
+  def normalize(self, x, training):
+    """The sub-layer's LayerNorm; training calls use `layer_norm_xla` (the same function, two
+    compiled passes) once the layer has its weights."""
+    ln = self.layer_norm
+    if training is True and training_variants_enabled() and ln.built:
+      return layer_norm_xla(x, ln.gamma, ln.beta, ln.epsilon)
+    return ln(x)
+
   def call(self, x, training=None, seed=None, **kwargs):
     """`seed` (int32 `[2]`, optional): stateless dropout masks drawn from it (`seed`, and for
     the transform's own dropout `seed + [0, 1]`)."""
     if seed is not None:
       kwargs["seed"] = seed + tf.constant([0, 1], seed.dtype)
     if self.ln_type == "preln":
-      y = self.transform(self.layer_norm(x), training=training, **kwargs)
+      y = self.transform(self.normalize(x, training), training=training, **kwargs)
       return x + dropout(self.dropout, y, training, seed)
     y = self.transform(x, training=training, **kwargs)
-    return self.layer_norm(x + dropout(self.dropout, y, training, seed))
+    return self.normalize(x + dropout(self.dropout, y, training, seed), training)
 
 
 class AttentionSublayer(_ResidualSublayer):
