@@ -341,3 +341,31 @@ def test_training_layer_norm_is_the_layer_norm_and_its_gradient(dtype, monkeypat
   sublayer(block_inputs, training=False)
   assert len(calls) == 1
   np.testing.assert_allclose(trained.numpy(), plain.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_training_attention_softmax_is_the_masked_softmax_and_its_gradient(dtype):
+  """The training steps' `masked_softmax_xla` (compiled forward, compiled gradient recomputing
+  the probabilities) must give the original's masked softmax (-10000 on padded keys) and its
+  exact derivative (float64 autodiff), from float32 and bfloat16 scores."""
+  from albert_tf.modeling.attention import attention_bias, masked_softmax_xla  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(9)
+  scores = tf.cast(tf.constant(rng.normal(0.0, 4.0, (2, 3, 6, 6)), tf.float32), dtype)
+  bias = attention_bias(tf.constant([[1] * 6, [1] * 4 + [0] * 2]))
+  dprobs = rng.normal(size=(2, 3, 6, 6))
+  with tf.GradientTape() as tape:
+    tape.watch(scores)
+    probs = masked_softmax_xla(scores, bias, scores.dtype)
+  dscores = tape.gradient(probs, scores, output_gradients=tf.cast(dprobs, dtype))
+  assert probs.dtype == dtype and dscores.dtype == dtype
+  s64 = tf.cast(scores, tf.float64)
+  with tf.GradientTape() as tape:
+    tape.watch(s64)
+    e = tf.exp(s64 + tf.cast(bias, tf.float64))
+    want = e / tf.reduce_sum(e, -1, keepdims=True)
+  want_grad = tape.gradient(want, s64, output_gradients=tf.constant(dprobs)).numpy()
+  rtol = 1e-5 if dtype == "float32" else 2 ** -8
+  for got, exp in ((probs, want.numpy()), (dscores, want_grad)):
+    np.testing.assert_allclose(tf.cast(got, tf.float64).numpy(), exp, rtol=rtol,
+                               atol=rtol * np.abs(exp).max())
+  assert np.all(want.numpy()[1, :, :, 4:] < 1e-4)  # the padded keys are masked

@@ -5,6 +5,7 @@ import math
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.modeling.activations import training_variants_enabled
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import truncated_normal
 
@@ -27,6 +28,42 @@ def _exact_scale(scale):
   26) keep the original's order, whose rounding differs in the last bit.
   """
   return math.frexp(scale)[0] == 0.5
+
+
+def _masked_softmax(scores, bias):
+  """softmax(scores + bias) over the keys, in float32 (a mixed policy's scores included)."""
+  return tf.nn.softmax(tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32), axis=-1)
+
+
+def _masked_softmax_forward(scores, bias, dtype):
+  return tf.cast(_masked_softmax(scores, bias), dtype)
+
+
+def _masked_softmax_gradient(scores, bias, dprobs):
+  """The scores' gradient, `p * (dp - sum(dp * p))` with `p` recomputed from the scores."""
+  probs = _masked_softmax(scores, bias)
+  dprobs = tf.cast(dprobs, tf.float32)
+  dscores = probs * (dprobs - tf.reduce_sum(dprobs * probs, -1, keepdims=True))
+  return tf.cast(dscores, scores.dtype)
+
+
+_masked_softmax_forward_xla = tf.function(_masked_softmax_forward, jit_compile=True)
+_masked_softmax_gradient_xla = tf.function(_masked_softmax_gradient, jit_compile=True)
+
+
+def masked_softmax_xla(scores, bias, dtype):
+  """`softmax(scores + bias)` in float32, cast to `dtype`: the attention's float32 island (the
+  casts, the mask's add, the softmax) as one XLA-compiled pass, and its gradient as another
+  that recomputes the probabilities from the scores instead of keeping a float32 copy of them
+  (`[batch, heads, seq, seq]` per layer). For training steps; the same function within
+  float32 rounding."""
+
+  @tf.custom_gradient
+  def run(scores):
+    return (_masked_softmax_forward_xla(scores, bias, dtype),
+            lambda dprobs: _masked_softmax_gradient_xla(scores, bias, dprobs))
+
+  return run(scores)
 
 
 def dropout(layer, x, training, seed=None):
@@ -79,8 +116,11 @@ class SelfAttention(tf_keras.layers.Layer):
       scores = scores * scale
     # Under a mixed policy the scores are bfloat16/float16: add the -10000 mask and normalise
     # in float32 (a no-op cast in float32), then mix the values in the compute dtype again.
-    scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
-    probs = tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype)
+    # Training calls do it in one compiled pass each way (`masked_softmax_xla`).
+    if training is True and training_variants_enabled():
+      probs = masked_softmax_xla(scores, bias, v.dtype)
+    else:
+      probs = tf.cast(_masked_softmax(scores, bias), v.dtype)
     probs = dropout(self.dropout, probs, training, seed)
     context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, d]
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
