@@ -1,5 +1,6 @@
 """The training core under fine-tuning: accumulation, precision, freezing, distillation, SIGTERM."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
+from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
 from albert_tf.core import freeze_parts, precision_policy
 from albert_tf.tasks.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map,
@@ -149,6 +150,54 @@ def test_mixed_bfloat16_sums_gradients_in_float32():
     np.testing.assert_allclose(bias_gradient(head, pooled), expected, rtol=1e-6,
                                err_msg=head.name)
 
+
+
+def test_mixed_bfloat16_casts_each_shared_kernel_once_per_call(monkeypatch):
+  """Keras casts a float32 variable at every read; a block applied L times would cast its
+  kernels L times per call. The encoder casts each once per call (`kernels_cast_once`), with
+  the same outputs and the same float32 gradients (each use's gradient cast back and summed in
+  float32) as the per-use casts."""
+  from albert_tf.modeling import encoder as encoder_module  # pylint: disable=g-import-not-at-top
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+  config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0  # training calls alike
+  with precision_policy("bfloat16"):
+    encoder = AlbertEncoder(config)
+    inputs = encoder.dummy_inputs(2, 8)
+    inputs["input_word_ids"] = tf.constant(np.arange(16).reshape(2, 8) % 50 + 5, tf.int32)
+    weights = tf.random.stateless_normal([2, 8, config.hidden_size], [1, 2])
+
+    def traced(training):
+      @tf.function
+      def run():
+        with tf.GradientTape() as tape:
+          out = tf.cast(encoder(inputs, training=training)["sequence_output"], tf.float32)
+          loss = tf.reduce_sum(out * weights)
+        return out, tape.gradient(loss, encoder.trainable_variables)
+      graph = run.get_concrete_function().graph
+      # Casts of a variable's 2-D value: the kernels (the embedding tables are gathered first).
+      kernel_casts = sum(1 for op in graph.get_operations() if op.type == "Cast"
+                         and op.inputs[0].op.type == "ReadVariableOp"
+                         and op.inputs[0].shape.rank == 2)
+      out, grads = run()
+      return out.numpy(), [None if g is None else tf.convert_to_tensor(g).numpy()
+                           for g in grads], kernel_casts
+
+    runs = {(True, training): traced(training) for training in (False, True)}
+    monkeypatch.setattr(encoder_module, "kernels_cast_once", contextlib.nullcontext)
+    runs.update({(False, training): traced(training) for training in (False, True)})
+  kernels = [v for v in encoder.trainable_variables if v.name.endswith("kernel:0")]
+  for training in (False, True):
+    out, grads, casts = runs[(True, training)]
+    want_out, want_grads, want_casts = runs[(False, training)]
+    assert want_casts == 6 * config.num_hidden_layers + 2  # 6 per block use, projection, pooler
+    assert casts == len(kernels) == 6 + 2 < want_casts
+    np.testing.assert_array_equal(out, want_out)  # the same ops on the same values
+    for variable, got, want in zip(encoder.trainable_variables, grads, want_grads):
+      if want is not None:
+        assert got.dtype == variable.dtype == tf.float32
+        # The same float32 terms, summed in an order of the graph's choosing.
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max(),
+                                   err_msg=variable.name)
 
 def test_frozen_parts_do_not_move_and_unknown_parts_are_refused(csv_task, tmp_path):
   start, end = trained_weights(opts(csv_task, tmp_path, freeze=("embeddings", "pooler")))

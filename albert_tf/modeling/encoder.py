@@ -5,7 +5,7 @@ import tf_keras
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.attention import attention_bias
-from albert_tf.modeling.dense import TokenDense
+from albert_tf.modeling.dense import TokenDense, kernels_cast_once
 from albert_tf.modeling.embedding import FactorizedEmbedding, truncated_normal
 from albert_tf.modeling.transformer import (AttentionSublayer, FeedForwardSublayer,
                                             TransformerBlock, recomputed_rounds)
@@ -120,9 +120,10 @@ class AlbertEncoder(tf_keras.Model):
     self.pooler_layer = pooler
 
   def call(self, inputs, training=None, mask=None):
-    if training is True and any(block.recompute_grad for block in self.blocks):
-      return self._recomputed_call(inputs)
-    return super().call(inputs, training=training, mask=mask)
+    with kernels_cast_once():  # under a mixed policy a shared kernel is cast once per call
+      if training is True and any(block.recompute_grad for block in self.blocks):
+        return self._recomputed_call(inputs)
+      return super().call(inputs, training=training, mask=mask)
 
   def _recomputed_call(self, inputs):
     """The training call with `--recompute_grad`: the layers graph above, with each run of
