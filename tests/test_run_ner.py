@@ -127,6 +127,13 @@ def test_the_export_tags_raw_text_as_do_predict_tagged_the_words(conll, tmp_path
   assert session["entity_text"].tolist() == [
       [e[3].encode() for e in r] + [b""] * (session["entity_text"].shape[1] - len(r))
       for r in served[:3]]
+  # A request is computed at its longest window, not at max_seq_length: short sentences
+  # alone (narrow calls) tag as in the batch, which has windows of the full width.
+  short = sorted(range(len(texts)), key=lambda i: len(texts[i]))[len(texts) // 2:][:12]
+  pairs = list(zip(short, _served(export, [texts[i] for i in short])))
+  for i, alone in pairs + [(short[0], _served(export, [texts[short[0]]])[0])]:
+    assert [g[:4] for g in alone] == [g[:4] for g in served[i]], texts[i]
+    np.testing.assert_allclose([g[4] for g in alone], [g[4] for g in served[i]], rtol=1e-5)
   entities = 0
   for sentence, text, got in zip(sentences, texts, served):
     starts = np.cumsum([0] + [len(w) + 1 for w in sentence.words])
