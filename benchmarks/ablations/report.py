@@ -75,7 +75,11 @@ def study_section(study, entry):
   """The Markdown of one study from its results.json entry."""
   results, counts, scale = entry["variants"], entry["counts"], entry["scale"]
   reused = {r["reused_from"] for runs in results.values() for r in runs if "reused_from" in r}
+  machine = entry.get("machine", {})
   lines = [f"## {study}", "", f"Command: `{entry['command']}`", "",
+           f"Machine: {machine.get('cpu_model')}, {machine.get('cpus')} CPUs, flags "
+           f"{', '.join(machine.get('cpu_flags', [])) or NO_FLAGS}; commit "
+           f"{machine.get('git_commit', '?')[:7]}; {entry.get('date', '?')}.", "",
            f"Scale: H={scale['hidden']}, L={scale['layers']}, E={scale['embedding']} (unless the "
            f"variant says), {scale['heads']} heads, FFN {scale['intermediate']}, seq "
            f"{scale['seq']}, {scale['max_predictions']} predictions, batch {scale['batch']}, "
@@ -153,12 +157,7 @@ def write_report(report_dir, all_results):
   header = ["# The paper's ablations at small scale", "",
             "Written by `python -m benchmarks.ablations` (see its docstring for the method, "
             "`benchmarks/README.md` for the commands). Numbers are this project's runs on the "
-            "machine below; the paper's are quoted beside them, not rerun.", ""]
-  machine = next(iter(all_results.values()))["machine"] if all_results else {}
-  if machine:
-    header += [f"Machine: {machine.get('cpu_model')}, {machine.get('cpus')} CPUs, flags "
-               f"{', '.join(machine.get('cpu_flags', [])) or NO_FLAGS}"
-               f"; commit {machine.get('git_commit', '?')[:7]}.", ""]
+            "machine each study names; the paper's are quoted beside them, not rerun.", ""]
   body = [study_section(study, entry) for study, entry in all_results.items()]
   text = "\n".join(header + body)
   write_text_atomically(os.path.join(report_dir, "REPORT.md"), text)
