@@ -110,6 +110,13 @@ def training_variants_enabled():
   return not getattr(_plain, "active", False)
 
 
+def use_training_variants(training):
+  """Whether a layer call with this `training` uses the training steps' compiled variants (the
+  GELU, LayerNorm and softmax): a Python True outside `plain_activations`. A symbolic
+  `training` (Keras traces both modes when saving) keeps the plain ops."""
+  return training is True and training_variants_enabled()
+
+
 def get_activation(name, training=False):
   """The function for a config's `hidden_act` (case-insensitive); with `training`, the variant
   used in training steps where one exists (`gelu_xla` for `gelu`)."""

@@ -5,7 +5,7 @@ import math
 import tensorflow as tf
 import tf_keras
 
-from albert_tf.modeling.activations import training_variants_enabled
+from albert_tf.modeling.activations import use_training_variants
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import truncated_normal
 
@@ -119,7 +119,7 @@ class SelfAttention(tf_keras.layers.Layer):
     # Training calls under a mixed policy do it in one compiled pass each way
     # (`masked_softmax_xla`); in float32 there are no casts to remove and oneDNN's softmax, whose
     # gradient reuses its output, was faster (ALBERT-base fine-tuning step: 0.90x with XLA's).
-    if training is True and training_variants_enabled() and scores.dtype != tf.float32:
+    if use_training_variants(training) and scores.dtype != tf.float32:
       probs = masked_softmax_xla(scores, bias, v.dtype)
     else:
       probs = tf.cast(_masked_softmax(scores, bias), v.dtype)

@@ -13,13 +13,18 @@ from `x` instead of keeping the layer's intermediates. Exported models keep the 
 import tensorflow as tf
 
 
+def _moments(x32):
+  """The mean and (biased) variance over the last axis, kept as `[..., 1]`."""
+  mean = tf.reduce_mean(x32, -1, keepdims=True)
+  return mean, tf.reduce_mean(tf.math.squared_difference(x32, mean), -1, keepdims=True)
+
+
 def _forward(x, gamma, beta, epsilon):
   """Keras' non-fused LayerNormalization: float32 statistics, `x * inv + (beta - mean * inv)`
   with `inv = rsqrt(variance + epsilon) * gamma` (`tf.nn.batch_normalization`), cast back to
   the input's dtype."""
   x32 = tf.cast(x, tf.float32)
-  mean = tf.reduce_mean(x32, -1, keepdims=True)
-  variance = tf.reduce_mean(tf.math.squared_difference(x32, mean), -1, keepdims=True)
+  mean, variance = _moments(x32)
   inv = tf.math.rsqrt(variance + epsilon) * gamma
   return tf.cast(x32 * inv + (beta - mean * inv), x.dtype)
 
@@ -27,8 +32,7 @@ def _forward(x, gamma, beta, epsilon):
 def _gradient(x, gamma, dy, epsilon):
   """(dx, dgamma, dbeta) of `_forward` at `x` for the upstream `dy`, in float32 inside."""
   x32, dy32 = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
-  mean = tf.reduce_mean(x32, -1, keepdims=True)
-  variance = tf.reduce_mean(tf.math.squared_difference(x32, mean), -1, keepdims=True)
+  mean, variance = _moments(x32)
   rstd = tf.math.rsqrt(variance + epsilon)
   normalized = (x32 - mean) * rstd
   dnormalized = dy32 * gamma

@@ -9,7 +9,7 @@ import tensorflow as tf
 import tf_keras
 from tensorflow.python.eager import record  # pylint: disable=g-direct-tensorflow-import
 
-from albert_tf.modeling.activations import get_activation, training_variants_enabled
+from albert_tf.modeling.activations import get_activation, use_training_variants
 from albert_tf.modeling.attention import SelfAttention, dropout
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.embedding import LAYER_NORM_EPSILON, truncated_normal
@@ -36,7 +36,7 @@ class _ResidualSublayer(tf_keras.layers.Layer):
     """The sub-layer's LayerNorm; training calls use `layer_norm_xla` (the same function, two
     compiled passes) once the layer has its weights."""
     ln = self.layer_norm
-    if training is True and training_variants_enabled() and ln.built:
+    if use_training_variants(training) and ln.built:
       return layer_norm_xla(x, ln.gamma, ln.beta, ln.epsilon)
     return ln(x)
 
@@ -108,9 +108,8 @@ class FeedForwardSublayer(_ResidualSublayer):
 
   def transform(self, x, training, seed=None):
     del seed  # no dropout inside the FFN
-    # A symbolic `training` (Keras traces both modes when saving) keeps the plain activation.
-    fast = training is True and training_variants_enabled()
-    activation = self._training_activation if fast else self._activation
+    activation = (self._training_activation if use_training_variants(training)
+                  else self._activation)
     return self.output_dense(activation(self.intermediate(x)))
 
   def get_config(self):
