@@ -344,10 +344,13 @@ def test_training_layer_norm_is_the_layer_norm_and_its_gradient(dtype, monkeypat
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_training_attention_softmax_is_the_masked_softmax_and_its_gradient(dtype):
+def test_training_attention_softmax_is_the_masked_softmax_and_its_gradient(dtype, monkeypatch):
   """The training steps' `masked_softmax_xla` (compiled forward, compiled gradient recomputing
   the probabilities) must give the original's masked softmax (-10000 on padded keys) and its
-  exact derivative (float64 autodiff), from float32 and bfloat16 scores."""
+  exact derivative (float64 autodiff), from float32 and bfloat16 scores. Attention uses it in
+  training calls under a mixed policy only (in float32 oneDNN's softmax is faster)."""
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling import attention  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.attention import attention_bias, masked_softmax_xla  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(9)
   scores = tf.cast(tf.constant(rng.normal(0.0, 4.0, (2, 3, 6, 6)), tf.float32), dtype)
@@ -369,3 +372,17 @@ def test_training_attention_softmax_is_the_masked_softmax_and_its_gradient(dtype
     np.testing.assert_allclose(tf.cast(got, tf.float64).numpy(), exp, rtol=rtol,
                                atol=rtol * np.abs(exp).max())
   assert np.all(want.numpy()[1, :, :, 4:] < 1e-4)  # the padded keys are masked
+  calls = []
+  monkeypatch.setattr(attention, "masked_softmax_xla",
+                      lambda *args: calls.append(1) or masked_softmax_xla(*args))
+  policy = tf_keras.mixed_precision.global_policy()
+  tf_keras.mixed_precision.set_global_policy("float32" if dtype == "float32" else "mixed_bfloat16")
+  try:
+    layer = attention.SelfAttention(8, 2, 0.0, 0.02)
+    x = tf.constant(rng.normal(size=(2, 6, 8)), tf.float32)
+    layer(x, bias, training=False)
+    assert not calls
+    layer(x, bias, training=True)
+  finally:
+    tf_keras.mixed_precision.set_global_policy(policy)
+  assert len(calls) == (0 if dtype == "float32" else 1)
