@@ -59,6 +59,17 @@ def test_above_chance_means_beating_the_majority_share_by_twice_the_sampling_err
   assert claims.above_chance(_runs("nsp_accuracy", 0.9), "nsp_accuracy", COUNTS) is None
 
 
+def test_runs_at_the_sst2_majority_share_are_named_as_constant_predictions(tmp_path):
+  dev = tmp_path / "dev.tsv"
+  dev.write_text("sentence\tlabel\n" + "good\t1\n" * 5 + "bad\t0\n" * 3)
+  assert data._majority_share(str(dev)) == 5 / 8
+  counts = dict(COUNTS, sst2_majority=444 / 872)
+  results = {"a": [{"seed": 1, "sst2_accuracy": 444 / 872}, {"seed": 2, "sst2_accuracy": 0.7}],
+             "b": [{"seed": 1, "sst2_accuracy": 445 / 872}]}
+  assert claims.majority_share_runs(results, counts) == [("a", 1)]
+  assert claims.majority_share_runs(results, COUNTS) is None
+
+
 def test_downstream_is_the_mean_of_sst2_and_stsb_with_both_sampling_errors():
   a = [{"sst2_accuracy": 0.9, "stsb_pearson": 0.7}]
   b = [{"sst2_accuracy": 0.8, "stsb_pearson": 0.6}]
@@ -149,6 +160,7 @@ def test_toy_study_writes_report_and_results_and_resumes_only_what_is_missing(tm
   assert all(c["verdict"] in ("agrees", "disagrees", "within noise") for c in entry["claims"])
   text = (report / "REPORT.md").read_text()
   assert "| nsp |" in text and "| sop |" in text and entry["command"] in text
+  assert 0.0 < entry["counts"]["sst2_majority"] < 1.0 and "majority share (" in text
   for png in entry["plots"]:
     assert f"]({png})" in text
     assert 1000 < (report / png).stat().st_size < 300_000

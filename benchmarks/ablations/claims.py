@@ -149,6 +149,17 @@ def above_chance(runs, metric, counts):
   return mean(values) - majority > 2 * error
 
 
+def majority_share_runs(results, counts):
+  """[(variant, seed)] of the runs whose SST-2 dev accuracy is exactly the dev set's majority
+  share (to within one example): the score a constant prediction gets, i.e. a fine-tuned
+  classifier that most likely learned nothing. None when `counts` lacks the share."""
+  majority, n = counts.get("sst2_majority"), counts.get("sst2_dev")
+  if majority is None or not n:
+    return None
+  return [(name, run["seed"]) for name, runs in results.items() for run in runs
+          if abs(run["sst2_accuracy"] - majority) * n < 0.5]
+
+
 def judge(claim, results, counts):
   """{difference, noise, verdict} of `claim` on {variant: [per-seed runs]}."""
   a_runs, b_runs = results.get(claim.a, []), results.get(claim.b, [])

@@ -125,6 +125,13 @@ def _count_lines(path):
     return sum(1 for _ in f) - 1
 
 
+def _majority_share(path):
+  """The most common label's share of a GLUE TSV whose last column is the label."""
+  with open(path, encoding="utf-8") as f:
+    labels = [line.rstrip("\n").split("\t")[-1] for line in list(f)[1:] if line.strip()]
+  return max(labels.count(label) for label in set(labels)) / max(len(labels), 1)
+
+
 def data_summary(sets):
   """{set: {instances, random_partner share, label-1 share}} from the sets' metadata."""
   summary = {}
@@ -156,4 +163,5 @@ def evaluation_counts(sets, glue, scale):
           "sop_majority": sop_majority, "nsp_majority": nsp_majority,
           "mlm_predictions": int(sop_predictions * sop_used / max(sop_n, 1)),
           "sst2_dev": _count_lines(os.path.join(glue["sst-2"], "dev.tsv")),
+          "sst2_majority": _majority_share(os.path.join(glue["sst-2"], "dev.tsv")),
           "stsb_dev": _count_lines(os.path.join(glue["sts-b"], "dev.tsv"))}

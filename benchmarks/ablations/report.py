@@ -4,7 +4,8 @@ import json
 import os
 
 from albert_tf.guards import write_text_atomically
-from benchmarks.ablations.claims import PAPER, PAPER_SIDE, above_chance, downstream, mean
+from benchmarks.ablations.claims import (PAPER, PAPER_SIDE, above_chance, downstream,
+                                         majority_share_runs, mean)
 
 NO_FLAGS = "none of avx512f/avx512_bf16/amx_bf16"
 
@@ -120,6 +121,14 @@ def study_section(study, entry):
                   f"{'yes' if learned[name, 'sop_accuracy'] else 'no'}" for name in results)
               + ". A claim that two variants are alike on a task neither solves says only "
               "that neither learned it.", ""]
+  constant = majority_share_runs(results, counts)
+  if constant is not None:
+    share = f"{100 * counts['sst2_majority']:.1f}%"
+    lines += [("SST-2 runs scoring exactly the dev set's majority share (" + share + ", what a "
+               "constant prediction scores: a classifier that learned nothing): "
+               + ", ".join(f"{name} seed {seed}" for name, seed in constant) + ".")
+              if constant else f"No SST-2 run scores the dev set's majority share ({share}).",
+              ""]
   paper = PAPER[study]
   lines += ["The paper's numbers (ALBERT-base, Lan et al. 2020"
             + {"sentence_task": ", Table 5", "sharing": ", Table 4, E = 128",
