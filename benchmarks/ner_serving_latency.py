@@ -21,25 +21,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
+from albert_tf.data.ner import read_conll  # noqa: E402
 from albert_tf.export.ner_serving import export_ner  # noqa: E402
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier  # noqa: E402
 from benchmarks.finetune_step_bench import CONLL_TAGS  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "..", "shared", "data")
-
-
-def test_sentences(path, min_words=5):
-  """The sentences of a CoNLL file, each its words joined by spaces."""
-  sentences, words = [], []
-  with open(path, encoding="utf-8") as f:
-    for line in list(f) + [""]:
-      if line.strip() and not line.startswith("-DOCSTART-"):
-        words.append(line.split()[0])
-      elif words:
-        sentences.append(" ".join(words))
-        words = []
-  return [s for s in sentences if len(s.split()) >= min_words]
 
 
 def main(argv=None):
@@ -54,7 +42,8 @@ def main(argv=None):
   path = export_ner(model, args.export_dir,
                     spm_model_file=os.path.join(DATA, "sentencepiece", "spiece.model"))
   serve = tf.saved_model.load(path).signatures["serving_default"]
-  sentences = test_sentences(os.path.join(DATA, "ner", "conll2003", "test.txt"))[:200]
+  sentences = [" ".join(e.words) for e in read_conll(
+      os.path.join(DATA, "ner", "conll2003", "test.txt")) if len(e.words) >= 5][:200]
   print(f"{len(sentences)} sentences, "
         f"{statistics.mean(len(s.split()) for s in sentences):.1f} words on average")
   for batch, calls in ((1, args.calls), (32, 6)):

@@ -151,7 +151,6 @@ def test_mixed_bfloat16_sums_gradients_in_float32():
                                err_msg=head.name)
 
 
-
 def test_mixed_bfloat16_casts_each_shared_kernel_once_per_call(monkeypatch):
   """Keras casts a float32 variable at every read; a block applied L times would cast its
   kernels L times per call. The encoder casts each once per call (`kernels_cast_once`), with
@@ -198,6 +197,7 @@ def test_mixed_bfloat16_casts_each_shared_kernel_once_per_call(monkeypatch):
         # The same float32 terms, summed in an order of the graph's choosing.
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max(),
                                    err_msg=variable.name)
+
 
 def test_frozen_parts_do_not_move_and_unknown_parts_are_refused(csv_task, tmp_path):
   start, end = trained_weights(opts(csv_task, tmp_path, freeze=("embeddings", "pooler")))
