@@ -11,9 +11,10 @@ import os
 from absl import app
 from absl import flags
 
-from albert_tf import huggingface
-from albert_tf.core import PRECISIONS, Preempted, sigterm_raises
-from albert_tf.distribute import STRATEGIES, create_strategy
+from albert_tf.interop import huggingface
+from albert_tf.training.precision import PRECISIONS
+from albert_tf.training.preemption import Preempted, sigterm_raises
+from albert_tf.training.distribute import STRATEGIES, create_strategy
 
 FLAGS = flags.FLAGS
 

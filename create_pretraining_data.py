@@ -32,8 +32,8 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
-from albert_tf.data.create import (WORD_SEGMENTATIONS, CreationOptions, Interrupted,
+from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.data.pretraining.create import (WORD_SEGMENTATIONS, CreationOptions, Interrupted,
                                    create_pretraining_data, expand_input_files)
 
 FLAGS = flags.FLAGS
@@ -111,7 +111,7 @@ def main(argv):
     inputs = expand_input_files(FLAGS.input_file)
     outputs = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
     if FLAGS.beam_pipeline_options is not None:
-      from albert_tf.data import beam_pipeline  # pylint: disable=g-import-not-at-top
+      from albert_tf.data.pretraining import beam_pipeline  # pylint: disable=g-import-not-at-top
       beam_options = FLAGS.beam_pipeline_options
       if FLAGS.verbosity < 1:
         # Beam logs its workers' start and stop at INFO, and the runner echoes each line: keep

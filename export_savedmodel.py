@@ -24,7 +24,7 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
 from albert_tf.export.bundle import export_bundle
 
 FLAGS = flags.FLAGS

@@ -24,9 +24,10 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
 from albert_tf.tasks.distillation import DistillOptions
-from albert_tf.tasks.classification import ClassifierOptions, run_classifier
+from albert_tf.cli.runs import run_classifier
+from albert_tf.tasks.classification import ClassifierOptions
 from core_flags import define_core_flags, define_finetuning_flags, options_from_flags, run_job
 
 FLAGS = flags.FLAGS

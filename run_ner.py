@@ -20,10 +20,11 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
 from albert_tf.data.ner import FORMATS, SCHEMES
 from albert_tf.data.ner_features import WORD_SPLITS
-from albert_tf.tasks.ner import NerOptions, run_ner
+from albert_tf.cli.runs import run_ner
+from albert_tf.tasks.ner import NerOptions
 from core_flags import define_core_flags, define_finetuning_flags, options_from_flags, run_job
 
 FLAGS = flags.FLAGS

@@ -11,14 +11,14 @@ import sys
 # The tools then start as quietly as the scripts do (quiet.py); importers of albert_tf do not.
 if (sys.argv[:1] == ["-m"] and
     sys.orig_argv[-len(sys.argv)].removeprefix("-m").split(".")[0] == __name__):
-  from albert_tf import quiet  # noqa: F401  pylint: disable=unused-import
+  from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import
 
 _EXPORTS = {
     "AlbertConfig": "albert_tf.config",
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
-    "load_checkpoint": "albert_tf.checkpoints",
-    "save_tf1_checkpoint": "albert_tf.checkpoints",
+    "load_checkpoint": "albert_tf.interop.checkpoints",
+    "save_tf1_checkpoint": "albert_tf.interop.checkpoints",
 }
 
 __all__ = sorted(_EXPORTS)

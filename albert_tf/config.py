@@ -13,9 +13,15 @@ import logging
 import os
 
 from albert_tf import config_formats
+from albert_tf import files
 from albert_tf.config_formats import BRIGHTMART, BRIGHTMART_KEYS, LAYOUTS, ConfigError
 
 logger = logging.getLogger(__name__)
+
+# The files beside a run's checkpoints that say what model they hold: the config, and the flags
+# that shape the model's variables besides it (a fine-tuning head's labels, say).
+CONFIG_NAME = "albert_config.json"
+MODEL_FLAGS_NAME = "model_flags.json"
 
 # The original's keys with the defaults of its AlbertConfig constructor (they are xxlarge's
 # shapes; `vocab_size` has no default). One source of truth for the key set.
@@ -131,12 +137,8 @@ class AlbertConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
   def to_json_file(self, json_file):
-    """Writes the config atomically (temporary file, then rename)."""
-    path = os.fspath(json_file)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.write(self.to_json_string())
-    os.replace(tmp, path)
+    """Writes the config; the file appears only whole."""
+    files.write_text(json_file, self.to_json_string())
 
   def replace(self, **changes):
     """A copy with some keys changed (validated)."""

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from albert_tf import tokenization
-from albert_tf.summary import format_summary
+from albert_tf.cli.summary import format_summary
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIG = os.path.join(_ROOT, "configs", "albert_base_v2.json")
@@ -46,7 +46,7 @@ def run(args):
   import tensorflow as tf  # after argument parsing, so --help is instant
   tf.get_logger().setLevel(logging.WARNING)
   from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
-  from albert_tf.checkpoints import native_checkpoint
+  from albert_tf.interop.checkpoints import native_checkpoint
 
   config = AlbertConfig.from_json_file(args.albert_config_file)
   if args.vocab_file and not os.path.exists(args.spm_model_file or ""):

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.training.run import Run
 from albert_tf import AlbertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,14 +81,14 @@ def ours_step(task, config_file, batch, seq, precision, output_dir, jit_compile=
   # A long schedule, so the learning rate stays above 0 (SQuAD's comes from its training file's
   # size: without one it is a single step, and AdamW then updates by 0 at the same cost).
   if task == "classifier":
-    from albert_tf.tasks.classification import ClassifierOptions, ClassifierRunner
-    runner = ClassifierRunner(ClassifierOptions(task_name="sst-2", train_step=10**6, **common))
+    from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
+    runner = Run(ClassificationTask(ClassifierOptions(task_name="sst-2", train_step=10**6, **common)))
   elif task == "tagger":
-    from albert_tf.tasks.ner import NerOptions, NerRunner
-    runner = NerRunner(NerOptions(labels=CONLL_TAGS, train_step=10**6, **common))
+    from albert_tf.tasks.ner import NerOptions, NerTask
+    runner = Run(NerTask(NerOptions(labels=CONLL_TAGS, train_step=10**6, **common)))
   else:
-    from albert_tf.tasks.squad import SquadOptions, SquadRunner
-    runner = SquadRunner(SquadOptions(**common))
+    from albert_tf.tasks.squad import SquadOptions, SquadTask
+    runner = Run(SquadTask(SquadOptions(**common)))
   core = runner.core
   core.restore_or_initialize()
   features = make_batch(task, AlbertConfig.from_json_file(config_file), batch, seq)

@@ -23,7 +23,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def train(args, precision):
   """One run (in this process): returns the history of run_pretraining and its wall time."""
   import tf_keras  # pylint: disable=g-import-not-at-top
-  from albert_tf.tasks.pretraining import PretrainingOptions, run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.cli.runs import run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.pretraining import PretrainingOptions  # pylint: disable=g-import-not-at-top
   tf_keras.utils.set_random_seed(0)  # the same initial weights in both runs
   with open(os.path.join(args.out_dir, "shards.json")) as f:
     shards = json.load(f)
@@ -58,7 +59,7 @@ def main(argv=None):
       json.dump(result, f)
     return 0
 
-  from albert_tf import quickstart  # pylint: disable=g-import-not-at-top
+  from albert_tf.cli import quickstart  # pylint: disable=g-import-not-at-top
   os.makedirs(args.out_dir, exist_ok=True)
   _, shards = quickstart.build_data(args.out_dir)
   quickstart.small_config(4000, 128).to_json_file(os.path.join(args.out_dir,

@@ -30,10 +30,13 @@ import time
 
 import tensorflow as tf
 
+from albert_tf.export.tasks import export_task
+from albert_tf.training.run import Run
 from albert_tf.config import AlbertConfig
 from albert_tf.data import ner as ner_data
-from albert_tf.ner_metrics import ner_results
-from albert_tf.tasks.ner import NerOptions, NerRunner, run_ner
+from albert_tf.metrics.ner import ner_results
+from albert_tf.cli.runs import run_ner
+from albert_tf.tasks.ner import NerOptions, NerTask
 from albert_tf.tokenization import FullTokenizer
 from benchmarks.create_pretraining_data_bench import machine
 
@@ -117,19 +120,19 @@ def run_dataset(name, steps, out, batch_size, learning_rate):
   with open(os.path.join(options.output_dir, "best", "best_results.txt")) as f:
     row["best_dev"] = {k: float(v) for k, v in (line.strip().split(" = ") for line in f)}
 
-  runner = NerRunner(dataclasses.replace(options, do_train=False, do_eval=False,
+  runner = Run(NerTask(dataclasses.replace(options, do_train=False, do_eval=False,
                                          do_predict=True,
-                                         export_dir=os.path.join(work, "export")))
-  runner.restore_or_initialize()
+                                         export_dir=os.path.join(work, "export"))))
+  runner.loop.restore_or_initialize()
   start = time.perf_counter()
   runner.predict()
   row["predict_seconds"] = time.perf_counter() - start
-  row["test_sentences"] = len(runner.examples("test"))
+  row["test_sentences"] = len(runner.task.examples("test"))
   start = time.perf_counter()
-  runner.export()
+  export_task(runner.task, runner.loop.model)
   row["export_seconds"] = time.perf_counter() - start
 
-  serve = tf.saved_model.load(runner.options.export_dir).signatures["serving_default"]
+  serve = tf.saved_model.load(runner.task.options.export_dir).signatures["serving_default"]
   texts = [e.text if e.text is not None else " ".join(e.words) for e in dev]
   one, many = tf.constant(texts[:1]), tf.constant(texts[:32])
   row["serving_batch1_ms"] = 1e3 * _median_seconds(lambda: serve(text=one), 50)

@@ -31,7 +31,7 @@ What is measured (the suite picks the shapes, see SUITES):
            worker, against Model Garden's create_pretraining_data.py, as its own subprocess.
   memory   each process's peak resident memory (VmHWM = ru_maxrss), TensorFlow included.
 
-FLOPs: `albert_tf.summary.flops_per_token` counts 2 FLOPs per multiply-add in every matmul of
+FLOPs: `albert_tf.cli.summary.flops_per_token` counts 2 FLOPs per multiply-add in every matmul of
 the forward pass (the E->H projection, L block applications of 4 H^2 + 2 H I weights and 2 S H
 of attention per token, the MLM head at the masked positions, pooler and SOP) and a training
 step as 3x the forward (the backward pass is two matmuls per forward matmul). The peer computes
@@ -151,7 +151,7 @@ def plan(suite, tmp):
 def summarize(suite, runs, matmul_runs):
   """Medians and ratios per row; returns (matmul rates, rows)."""
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
-  from albert_tf.summary import flops_per_token  # pylint: disable=g-import-not-at-top
+  from albert_tf.cli.summary import flops_per_token  # pylint: disable=g-import-not-at-top
   rates = {p: statistics.median(r[p]["gflops_best"] for r in matmul_runs) for p in PRECISIONS}
   config = AlbertConfig.from_json_file(os.path.join(REPO, suite["config"]))
   _, per_token = flops_per_token(config, suite["seq"], suite["predictions"])

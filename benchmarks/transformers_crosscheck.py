@@ -1,4 +1,4 @@
-"""Checks `python -m albert_tf.convert` against Hugging Face transformers itself (torch).
+"""Checks `python -m albert_tf.interop.convert` against Hugging Face transformers itself (torch).
 
 Not part of the test run: transformers and torch are not in requirements.txt. With a second
 environment that has them (`pip install torch transformers sentencepiece safetensors`):
@@ -46,8 +46,9 @@ def _diff(a, b):
 def write(folder):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, ROOT)
-  from albert_tf import AlbertConfig, AlbertPretrainer, convert, tokenization  # pylint: disable=g-import-not-at-top
-  from albert_tf.checkpoints import native_checkpoint  # pylint: disable=g-import-not-at-top
+  from albert_tf import AlbertConfig, AlbertPretrainer, tokenization  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop import convert
+  from albert_tf.interop.checkpoints import native_checkpoint  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.classifier import AlbertClassifier  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.squad import AlbertSquad  # pylint: disable=g-import-not-at-top
@@ -160,7 +161,7 @@ def run_transformers(folder):
 def read(folder):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, ROOT)
-  from albert_tf import convert  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop import convert  # pylint: disable=g-import-not-at-top
   ours, theirs = np.load(os.path.join(folder, "ours.npz")), np.load(os.path.join(folder,
                                                                                 "theirs.npz"))
   inputs = {"input_word_ids": tf.constant(ours["ids"]), "input_mask": tf.constant(ours["mask"]),

@@ -16,9 +16,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from albert_tf.checkpoints import tf1_variable_map  # noqa: E402
-from albert_tf.distribute import create_strategy, split_cpu  # noqa: E402
-from albert_tf.tasks.pretraining import Pretrainer, PretrainingOptions  # noqa: E402
+from albert_tf.interop.checkpoints import tf1_variable_map  # noqa: E402
+from albert_tf.training.distribute import create_strategy, split_cpu  # noqa: E402
+from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask  # noqa: E402
+from albert_tf.training.run import Run  # noqa: E402
 
 
 def main(argv):
@@ -34,12 +35,12 @@ def main(argv):
       learning_rate=0.01, save_checkpoints_steps=int(steps), iterations_per_loop=int(steps),
       gradient_accumulation_steps=int(accum), seed=7, log_every_seconds=0)
   tf.io.gfile.makedirs(out_dir)
-  trainer = Pretrainer(options, strategy)
-  trainer.restore_or_initialize()
+  trainer = Run(PretrainingTask(options, strategy), strategy)
+  trainer.loop.restore_or_initialize()
   trainer.train()
-  weights = {name: v.numpy() for name, v in tf1_variable_map(trainer.model).items()}
-  np.savez(os.path.join(trainer.write_dir, "final_weights.npz"), **weights)
-  print(f"replicas={strategy.num_replicas_in_sync} step={trainer.global_step}")
+  weights = {name: v.numpy() for name, v in tf1_variable_map(trainer.loop.model).items()}
+  np.savez(os.path.join(trainer.loop.write_dir, "final_weights.npz"), **weights)
+  print(f"replicas={strategy.num_replicas_in_sync} step={trainer.loop.global_step}")
 
 
 if __name__ == "__main__":

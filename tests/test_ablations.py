@@ -81,7 +81,7 @@ def test_downstream_is_the_mean_of_sst2_and_stsb_with_both_sampling_errors():
 
 
 def test_the_variants_are_the_papers_tables_at_the_small_scale():
-  from albert_tf.summary import parameter_counts  # pylint: disable=import-outside-toplevel
+  from albert_tf.cli.summary import parameter_counts  # pylint: disable=import-outside-toplevel
   scale = variants.Scale()
   assert [v.name for v in variants.variants("sentence_task", scale)] == ["none", "nsp", "sop"]
   none, nsp, sop = variants.variants("sentence_task", scale)
@@ -166,10 +166,9 @@ def test_toy_study_writes_report_and_results_and_resumes_only_what_is_missing(tm
     assert 1000 < (report / png).stat().st_size < 300_000
 
   # Again with one stage's result removed: only that stage runs; pretraining is not repeated.
-  import albert_tf.tasks.classification as classification  # pylint: disable=import-outside-toplevel
-  import albert_tf.tasks.pretraining as pretraining  # pylint: disable=import-outside-toplevel
+  import albert_tf.cli.runs as runs  # pylint: disable=import-outside-toplevel
   calls = []
-  real = classification.run_classifier
+  real = runs.run_classifier
 
   def counted(options):
     calls.append(options.task_name)
@@ -177,8 +176,8 @@ def test_toy_study_writes_report_and_results_and_resumes_only_what_is_missing(tm
 
   def refused(options):
     raise AssertionError(f"pretraining ran again: {options.output_dir}")
-  monkeypatch.setattr(classification, "run_classifier", counted)
-  monkeypatch.setattr(pretraining, "run_pretraining", refused)
+  monkeypatch.setattr(runs, "run_classifier", counted)
+  monkeypatch.setattr(runs, "run_pretraining", refused)
   sop = entry["variants"]["sop"][0]
   (work / sop["run"] / "sts-b.json").unlink()
   assert study.main(argv) == 0

@@ -14,13 +14,14 @@ import tensorflow as tf
 
 import reference_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkpoint
-from albert_tf import convert, save_tf1_checkpoint
-from albert_tf.checkpoints import CheckpointError, tf1_variable_map
+from albert_tf import save_tf1_checkpoint
+from albert_tf.interop import convert
+from albert_tf.interop.checkpoints import CheckpointError, tf1_variable_map
 from albert_tf.config import ConfigError
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.tflite import export_classifier_tflite, run_tflite, tflite_logits
 from albert_tf.modeling.classifier import AlbertClassifier
-from albert_tf.summary import parameter_counts
+from albert_tf.cli.summary import parameter_counts
 from conftest import BRIGHTMART_FIXTURES, ROOT, brightmart_checkpoint_arrays, float32_atol
 
 LN_TYPES = ("postln", "preln")
@@ -242,7 +243,8 @@ def _moved_at_most(model, start_prefix, names, atol):
 def test_run_race_starts_from_albert_tiny_zh(brightmart_tiny_zh, tmp_path):
   """Multiple choice (the users' CSV path of run_race) from brightmart's release."""
   from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=g-import-not-at-top
-  from albert_tf.tasks.race import RaceOptions, run_race  # pylint: disable=g-import-not-at-top
+  from albert_tf.cli.runs import run_race  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.race import RaceOptions  # pylint: disable=g-import-not-at-top
   rows = ["passage,question,a,b,answer",
           "今天北京下雨了。,北京天气怎么样,下雨,晴天,0",
           "他在上海工作。,他在哪里工作,北京,上海,1",
@@ -269,8 +271,9 @@ def test_run_race_starts_from_albert_tiny_zh(brightmart_tiny_zh, tmp_path):
 
 def test_continued_pretraining_starts_from_albert_tiny_zh_with_both_heads(
     brightmart_tiny_zh, shared_data, tmp_path):
-  from albert_tf.data.create import CreationOptions, create_pretraining_data  # pylint: disable=g-import-not-at-top
-  from albert_tf.tasks.pretraining import PretrainingOptions, run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data  # pylint: disable=g-import-not-at-top
+  from albert_tf.cli.runs import run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.pretraining import PretrainingOptions  # pylint: disable=g-import-not-at-top
   d = brightmart_tiny_zh
   corpus = shared_data / "chinese" / "uer_clue_corpus_small" / "CLUECorpusSmall_bert_sampled.txt"
   lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)[:120]
@@ -297,7 +300,8 @@ def test_their_fine_tuned_classifier_is_evaluated_exported_and_served_by_run_cla
     shared_data, tmp_path):
   """A preln classifier fine-tuned by their run_classifier: run_classifier evaluates it and
   writes the serving model without training; served, it gives their code's logits."""
-  from albert_tf.tasks.classification import ClassifierOptions, run_classifier  # pylint: disable=g-import-not-at-top
+  from albert_tf.cli.runs import run_classifier  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.classification import (ClassifierOptions)  # pylint: disable=g-import-not-at-top
   folder, config, want = fixture("preln")
   # A vocabulary of the fixture's 40 entries: the specials and 35 common characters.
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(

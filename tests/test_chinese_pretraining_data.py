@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import tokenization
-from albert_tf.data import chinese, records
-from albert_tf.data.create import CreationOptions, create_pretraining_data
-from albert_tf.data.masking import (MaskingOptions, continued_word_start, mark_continued,
+from albert_tf.data.pretraining import chinese
+from albert_tf.data.pretraining import records
+from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
+from albert_tf.data.pretraining.masking import (MaskingOptions, continued_word_start, mark_continued,
                                     ngram_mask)
 from conftest import SHARED_DATA
 

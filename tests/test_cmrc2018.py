@@ -2,7 +2,7 @@
 
 import pytest
 
-from albert_tf import cmrc2018
+from albert_tf.metrics import cmrc2018
 
 
 def test_mixed_segmentation_splits_chinese_characters_and_nltk_words():

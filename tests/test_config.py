@@ -133,4 +133,4 @@ def test_config_formats_are_decided_in_one_module_without_an_import_circle():
 
   assert imports("config_formats") == set()
   assert not any("huggingface" in n for n in imports("config"))
-  assert "albert_tf.config_formats" in imports("huggingface")
+  assert "albert_tf.config_formats" in imports("interop/huggingface")

@@ -12,7 +12,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
-from albert_tf.checkpoints import native_checkpoint
+from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
 from conftest import ROOT, SHARED_DATA
@@ -211,7 +211,7 @@ def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_ano
   assert b"_XlaMustCompile" in (pathlib.Path(paths["encoder"]) / "saved_model.pb").read_bytes()
   assert b"_XlaMustCompile" not in (pathlib.Path(paths["fill_mask"]) /
                                     "saved_model.pb").read_bytes()
-  ran = subprocess.run([sys.executable, "-m", "albert_tf.export.saved_model_cli", "run",
+  ran = subprocess.run([sys.executable, "-m", "albert_tf.cli.saved_model_cli", "run",
                         "--dir", paths["fill_mask"], "--tag_set", "serve",
                         "--signature_def", "serving_default", "--input_exprs",
                         'text=["a [MASK] day"]'], capture_output=True, text=True, timeout=120,
@@ -383,20 +383,13 @@ def test_tf_hub_preprocessor_api_packs_pairs_as_fine_tuning_and_feeds_the_hub_en
       encode_pair(tokenizer, x, None, SEQ)["input_ids"] for x in a]
 
 
-def dead_pid():
-  process = subprocess.Popen(["true"])
-  process.wait()
-  return process.pid
-
-
 def test_reexporting_replaces_the_whole_bundle_and_removes_a_killed_exports_leftovers(
     exported, native_bundle, tmp_path, caplog):
   paths, config, classifier, _ = native_bundle
   out = tmp_path / "out"
   shutil.copytree(pathlib.Path(paths["encoder"]).parent, out)
   (out / "encoder.tflite").write_bytes(b"the previous model's")
-  pid = dead_pid()
-  for leftover in (f"out.tmp-export-{pid}", f"out.old-export-{pid}"):
+  for leftover in ("out.tmp-0123abcd", "out.tmp-89abcdef"):  # a killed export's two copies
     (tmp_path / leftover / "encoder").mkdir(parents=True)
   (tmp_path / "out-v2").mkdir()  # not ours: stays
   with caplog.at_level(logging.INFO):

@@ -16,24 +16,30 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from albert_tf import cmrc2018
-from albert_tf import convert
-from albert_tf import guards
+from albert_tf.training.run import Run
+from albert_tf.metrics import cmrc2018
+from albert_tf.interop import convert
+from albert_tf.training import recovery as guards
 from albert_tf.tasks import pretraining
-from albert_tf.checkpoints import load_checkpoint, native_checkpoint, save_tf1_checkpoint
+from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad as squad_data
-from albert_tf.data.create import CreationOptions, create_pretraining_data
-from albert_tf.data.inspect import main as inspect_main
-from albert_tf.data.inspect import record_statistics
+from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
+from albert_tf.data.pretraining.statistics import main as inspect_main
+from albert_tf.data.pretraining.statistics import record_statistics
 from albert_tf.tasks.distillation import DistillOptions
-from albert_tf.tasks.classification import ClassifierOptions, run_classifier
-from albert_tf.tasks.finetuning import FineTuner
+from albert_tf.cli.runs import run_classifier
+from albert_tf.tasks.classification import ClassifierOptions
+from albert_tf.tasks.finetuning import FineTuningTask
+from albert_tf.training.task import Schedule
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.tasks.race import RaceOptions, run_race
-from albert_tf.tasks.squad import SquadOptions, run_squad
-from albert_tf.tasks.pretraining import Pretrainer, run_pretraining
+from albert_tf.cli.runs import run_race
+from albert_tf.tasks.race import RaceOptions
+from albert_tf.cli.runs import run_squad
+from albert_tf.tasks.squad import SquadOptions
+from albert_tf.cli.runs import run_pretraining
+from albert_tf.tasks.pretraining import PretrainingTask
 from conftest import ROOT, SHARED_DATA
 from test_pretraining import data, opts  # noqa: F401  (the module's real-data fixture)
 
@@ -64,14 +70,14 @@ def test_checkpoint_of_a_state_with_nonfinite_loss_is_moved_aside_and_not_resume
   """Checkpoint 12 is saved after steps 11-12 trained finitely, but its own weights give a NaN
   loss (step 13): it is not "last good"; ckpt-10 is, and a sane rerun resumes from it."""
   settings = dict(num_train_steps=20, save_checkpoints_steps=2, iterations_per_loop=2)
-  trainer = Pretrainer(opts(data, tmp_path, **settings))
+  trainer = Run(PretrainingTask(opts(data, tmp_path, **settings)))
   real = pretraining.pretraining_losses
 
   def nan_from_state_12(*args):
     loss, mlm_ce, sop_ce = real(*args)
-    return tf.where(trainer.optimizer.iterations >= 12, float("nan"), loss), mlm_ce, sop_ce
+    return tf.where(trainer.loop.optimizer.iterations >= 12, float("nan"), loss), mlm_ce, sop_ce
   monkeypatch.setattr(pretraining, "pretraining_losses", nan_from_state_12)
-  trainer.restore_or_initialize()
+  trainer.loop.restore_or_initialize()
   with pytest.raises(FloatingPointError) as error:
     trainer.train()
   message = str(error.value)
@@ -92,11 +98,11 @@ def test_checkpoint_of_a_state_with_nonfinite_loss_is_moved_aside_and_not_resume
 
 
 def test_eval_of_nonfinite_weights_fails_and_writes_no_results(data, tmp_path):  # noqa: F811
-  trainer = Pretrainer(opts(data, tmp_path))
-  trainer.restore_or_initialize()
-  for variable in trainer.model.trainable_variables:
+  trainer = Run(PretrainingTask(opts(data, tmp_path)))
+  trainer.loop.restore_or_initialize()
+  for variable in trainer.loop.model.trainable_variables:
     variable.assign(tf.fill(variable.shape, float("nan")))
-  trainer.manager.save(checkpoint_number=3)
+  trainer.loop.manager.save(checkpoint_number=3)
   with pytest.raises(FloatingPointError, match=r"eval loss is nan at step 0 .*ckpt-3.*not "
                                                "written"):
     run_pretraining(opts(data, tmp_path, do_train=False, do_eval=True))
@@ -164,7 +170,7 @@ def test_a_shard_of_another_sequence_length_is_named_before_training(data, tmp_p
   files = f"{data / 'train-0.tfrecord'},{data / 'train-1.tfrecord'},{odd}"
   with pytest.raises(ValueError, match=r"train-9.tfrecord has input_ids of length 64 but "
                                        r"--max_seq_length=32"):
-    Pretrainer(opts(data, tmp_path / "out", input_file=files))
+    Run(PretrainingTask(opts(data, tmp_path / "out", input_file=files)))
 
 
 # --- 5. folders that cannot be written -------------------------------------------------------
@@ -200,8 +206,8 @@ def test_real_process_disk_full_keeps_earlier_checkpoints_and_no_temp_folder(dat
     assert f"could not write checkpoint {out / 'ckpt-10'}" in full.stderr, full.stderr[-3000:]
     assert not list(out.glob("*_temp*")) and not list(out.glob("ckpt-10*"))
     assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-5")
-    resumed = Pretrainer(opts(data, out, train_batch_size=8))
-    assert resumed.restore_or_initialize().endswith("ckpt-5")
+    resumed = Run(PretrainingTask(opts(data, out, train_batch_size=8)))
+    assert resumed.loop.restore_or_initialize().endswith("ckpt-5")
 
 
 # --- 7. silent wrong output ------------------------------------------------------------------
@@ -385,10 +391,10 @@ def test_inspect_takes_the_mask_id_of_the_records_vocabulary_and_never_guesses(
 
 
 def test_a_step_budget_below_the_resumed_checkpoint_is_refused_naming_both(data, tmp_path):  # noqa: F811
-  trainer = Pretrainer(opts(data, tmp_path, num_train_steps=4))
-  trainer.restore_or_initialize()
-  trainer.optimizer.iterations.assign(4)  # the state after 4 steps, without training them
-  trainer.manager.save(checkpoint_number=4)
+  trainer = Run(PretrainingTask(opts(data, tmp_path, num_train_steps=4)))
+  trainer.loop.restore_or_initialize()
+  trainer.loop.optimizer.iterations.assign(4)  # the state after 4 steps, without training them
+  trainer.loop.manager.save(checkpoint_number=4)
   with pytest.raises(ValueError, match=r"--num_train_steps=2 is below step 4 of .*ckpt-4, "
                                        r"which this run resumes from: nothing would be "
                                        r"trained"):
@@ -398,10 +404,11 @@ def test_a_step_budget_below_the_resumed_checkpoint_is_refused_naming_both(data,
                   history=history)
   assert history == []
   # Fine-tuning names its own flag: --train_step, or the steps --num_train_epochs made.
-  runner = types.SimpleNamespace(options=ClassifierOptions(train_step=300), train_steps=300)
-  assert FineTuner.train_steps_flag(runner) == "--train_step=300"
+  runner = types.SimpleNamespace(options=ClassifierOptions(train_step=300),
+                                 schedule=lambda: Schedule(train_steps=300))
+  assert FineTuningTask.train_steps_flag(runner) == "--train_step=300"
   runner.options.num_train_epochs = 2.0
-  assert FineTuner.train_steps_flag(runner) == "--num_train_epochs=2 (300 steps)"
+  assert FineTuningTask.train_steps_flag(runner) == "--num_train_epochs=2 (300 steps)"
 
 
 # --- 8. damaged files ------------------------------------------------------------------------
@@ -410,11 +417,11 @@ def test_a_damaged_checkpoint_to_resume_from_is_named_moved_aside_and_the_rerun_
   """A truncated .data file of the latest checkpoint (a disk error, a copy cut short): one error
   naming it, the checkpoint moved into damaged/, and the same command resumes from the one
   before (as a checkpoint of non-finite weights is set aside)."""
-  trainer = Pretrainer(opts(data, tmp_path, num_train_steps=6))
-  trainer.restore_or_initialize()
+  trainer = Run(PretrainingTask(opts(data, tmp_path, num_train_steps=6)))
+  trainer.loop.restore_or_initialize()
   for step in (2, 4):
-    trainer.optimizer.iterations.assign(step)
-    trainer.manager.save(checkpoint_number=step)
+    trainer.loop.optimizer.iterations.assign(step)
+    trainer.loop.manager.save(checkpoint_number=step)
   (shard,) = tmp_path.glob("ckpt-4.data-*")
   shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
   with pytest.raises(OSError, match=r"cannot resume from .*ckpt-4: .*damaged or truncated.*"

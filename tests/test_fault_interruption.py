@@ -14,10 +14,13 @@ import time
 
 import pytest
 
-from albert_tf import quiet
-from albert_tf.data.create import CreationOptions, create_pretraining_data
-from albert_tf.tasks.classification import ClassifierOptions, ClassifierRunner, run_classifier
-from albert_tf.tasks.race import RaceOptions, run_race
+from albert_tf.training.run import Run
+from albert_tf.cli import quiet
+from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
+from albert_tf.cli.runs import run_classifier
+from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
+from albert_tf.cli.runs import run_race
+from albert_tf.tasks.race import RaceOptions
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -59,7 +62,7 @@ def opts(data, out, **changes):
 def run_script_signalling_itself(patch, args, quiet_start=False, timeout=240):
   """run_classifier.py in a real process whose `patch` (Python source, after `import os,
   signal`) makes it send itself SIGTERM at the moment under test."""
-  code = "\n".join(["import os, runpy, signal", "from albert_tf import quiet", patch,
+  code = "\n".join(["import os, runpy, signal", "from albert_tf.cli import quiet", patch,
                     "runpy.run_path('run_classifier.py', run_name='__main__')"])
   env = dict(os.environ, PYTHONPATH=str(ROOT))
   if quiet_start:  # as a user's shell has it (conftest sets it for the suite)
@@ -117,9 +120,13 @@ def test_sigterm_during_the_export_exits_0_without_an_export_and_the_next_run_cl
   assert f"stopped by SIGTERM during the export to {export}" in run.stderr
   assert not export.exists()  # no half-written export under the served name
   assert len((out / "CSV.tsv").read_text().splitlines()) == 33  # the predictions are whole
-  assert leftovers(tmp_path) == [str(tmp_path / "serving.tmp")]
-  ClassifierRunner(opts(csv_task, out, do_predict=True, export_dir=str(export)))
-  assert leftovers(tmp_path) == []  # the next run removes it before anything else
+  # The stop removed the export's temporary folder at once; what a kill (SIGKILL) leaves, the
+  # next run removes before anything else.
+  assert leftovers(tmp_path) == []
+  killed = tmp_path / "serving.tmp-0123abcd" / "variables"
+  killed.mkdir(parents=True)
+  Run(ClassificationTask(opts(csv_task, out, do_predict=True, export_dir=str(export))))
+  assert leftovers(tmp_path) == []
 
 
 # --- checks that would only fail after training --------------------------------------------
@@ -193,16 +200,15 @@ def test_a_write_stopped_half_way_leaves_neither_its_temporary_nor_a_partial_fil
     tmp_path, monkeypatch):
   """SIGTERM's Preempted (or Ctrl-C) during an atomic write: the old file stays whole and the
   temporary is removed at once (not only by the next run)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf import guards  # pylint: disable=g-import-not-at-top
+  from albert_tf.metrics.results import write_results  # pylint: disable=g-import-not-at-top
   path = tmp_path / "eval_results.txt"
-  guards.write_results(str(path), {"accuracy": 0.5})
+  write_results(str(path), {"accuracy": 0.5})
 
   def stopped(*args, **kwargs):
     raise KeyboardInterrupt
-  monkeypatch.setattr(tf.io.gfile, "rename", stopped)
+  monkeypatch.setattr(os, "replace", stopped)  # the rename that commits the file
   with pytest.raises(KeyboardInterrupt):
-    guards.write_results(str(path), {"accuracy": 0.9})
+    write_results(str(path), {"accuracy": 0.9})
   assert sorted(p.name for p in tmp_path.iterdir()) == ["eval_results.txt"]
   assert path.read_text() == "accuracy = 0.5\n"
 
@@ -264,7 +270,7 @@ def test_tools_start_without_tensorflows_cpp_lines_unless_asked():
     return run.stdout + run.stderr
 
   # (A script's real job starts quiet: the SIGTERM test above checks its whole output.)
-  module_help = printed("-m", "albert_tf.convert", "--help")  # quiet through albert_tf/__init__
+  module_help = printed("-m", "albert_tf.interop.convert", "--help")  # quiet through albert_tf/__init__
   assert "--from" in module_help, module_help[:2000]
   assert not CPP_LINE.search(module_help) and "cuInit" not in module_help, module_help[:2000]
   assert CPP_LINE.search(printed("run_classifier.py", "--help", "--verbosity=1"))

@@ -1,4 +1,4 @@
-"""Tests for albert_tf.metrics against values worked out by hand (shown beside each)."""
+"""Tests for albert_tf.metrics.glue against values worked out by hand (shown beside each)."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from albert_tf.data.classification import CsvProcessor
-from albert_tf.metrics import (accuracy, compute_metrics, f1, matthews_corrcoef, pearson,
+from albert_tf.metrics.glue import (accuracy, compute_metrics, f1, matthews_corrcoef, pearson,
                                spearman)
 
 # TP = 2 (items 0, 4), FP = 1 (item 1), FN = 1 (item 3), TN = 1 (item 2).

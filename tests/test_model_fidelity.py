@@ -10,7 +10,7 @@ import tf_keras
 import reference_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkpoint
 from albert_tf import save_tf1_checkpoint
-from albert_tf.checkpoints import CheckpointError, tf1_variable_map
+from albert_tf.interop.checkpoints import CheckpointError, tf1_variable_map
 from conftest import ROOT
 
 BASE = dict(vocab_size=61, embedding_size=12, hidden_size=16, intermediate_size=40,
@@ -159,7 +159,7 @@ def test_dropout_is_active_only_in_training():
 
 
 def test_native_checkpoint_of_pretrainer_restores_encoder_and_pretrainer(tmp_path):
-  from albert_tf.checkpoints import native_checkpoint
+  from albert_tf.interop.checkpoints import native_checkpoint
   config = AlbertConfig.from_dict(dict(BASE, num_hidden_layers=4, num_hidden_groups=2))
   source = AlbertPretrainer(config)
   optimizer = tf_keras.optimizers.Adam(1e-3)  # a training checkpoint also holds its slots
@@ -188,7 +188,7 @@ def test_native_checkpoint_of_pretrainer_restores_encoder_and_pretrainer(tmp_pat
 
 
 def test_native_checkpoint_of_another_config_is_an_error_naming_variables(tmp_path):
-  from albert_tf.checkpoints import native_checkpoint
+  from albert_tf.interop.checkpoints import native_checkpoint
   path = native_checkpoint(AlbertEncoder(AlbertConfig.from_dict(BASE))).write(
       str(tmp_path / "ckpt-1"))
   wider = AlbertEncoder(AlbertConfig.from_dict(dict(BASE, intermediate_size=48)))
@@ -202,7 +202,7 @@ def test_native_checkpoint_of_another_config_is_an_error_naming_variables(tmp_pa
 
 @pytest.mark.parametrize("native", [False, True])
 def test_init_from_group0_copies_group_0_into_every_group(tmp_path, native):
-  from albert_tf.checkpoints import native_checkpoint
+  from albert_tf.interop.checkpoints import native_checkpoint
   one_group = AlbertEncoder(AlbertConfig.from_dict(dict(BASE, num_hidden_layers=4)))
   if native:
     path = native_checkpoint(one_group).write(str(tmp_path / "ckpt-1"))

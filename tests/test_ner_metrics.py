@@ -1,4 +1,4 @@
-"""Tests for albert_tf.ner_metrics: hand-counted cases, then a second, conlleval-style counter
+"""Tests for albert_tf.metrics.ner: hand-counted cases, then a second, conlleval-style counter
 on real CoNLL-2003 dev tags with seeded corruptions standing in for a model's predictions."""
 
 import collections
@@ -7,7 +7,7 @@ import random
 import pytest
 
 from conftest import SHARED_DATA
-from albert_tf.ner_metrics import entity_scores, get_entities, ner_results
+from albert_tf.metrics.ner import entity_scores, get_entities, ner_results
 
 CONLL_DEV = SHARED_DATA / "ner" / "conll2003" / "valid.txt"
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
+from albert_tf.training.optimization import AlbertLearningRate, clip_gradients, create_optimizer
 
 
 def test_schedule_warms_up_linearly_then_decays_from_step_zero():
@@ -75,9 +75,9 @@ def test_unknown_optimizer_is_named():
 
 def test_layerwise_decay_scales_each_groups_learning_rate():
   from albert_tf import AlbertConfig
-  from albert_tf.checkpoints import tf1_variable_map
+  from albert_tf.interop.checkpoints import tf1_variable_map
   from albert_tf.modeling.classifier import AlbertClassifier
-  from albert_tf.optimization import layerwise_lr_multipliers
+  from albert_tf.training.optimization import layerwise_lr_multipliers
   from conftest import ROOT
   config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
       num_hidden_layers=4, num_hidden_groups=2)

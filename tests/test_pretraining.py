@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
-from albert_tf.data.create import CreationOptions, create_pretraining_data
+from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
+from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
 from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
-from albert_tf.tasks.pretraining import (Pretrainer, PretrainingOptions, pretraining_losses,
-                                         run_pretraining)
+from albert_tf.cli.runs import run_pretraining
+from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask, pretraining_losses
 from conftest import ROOT, SHARED_DATA, float32_atol
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -83,10 +84,10 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(data, tmp_pat
   assert [h["step"] for h in history] == [10]  # continued from step 5, not restarted
   weights = []
   for name in ("straight", "resumed"):
-    trainer = Pretrainer(opts(data, tmp_path / name, num_train_steps=10, **common))
-    assert trainer.restore_or_initialize().endswith("ckpt-10")
-    assert trainer.global_step == 10
-    weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.model).items()})
+    trainer = Run(PretrainingTask(opts(data, tmp_path / name, num_train_steps=10, **common)))
+    assert trainer.loop.restore_or_initialize().endswith("ckpt-10")
+    assert trainer.loop.global_step == 10
+    weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.loop.model).items()})
   for name in weights[0]:
     np.testing.assert_array_equal(weights[0][name], weights[1][name], err_msg=name)
 
@@ -202,15 +203,15 @@ def test_gradient_accumulation_and_block_recomputation_equal_one_plain_step(data
   init = _initial_checkpoint(data, tmp_path)
   weights = []
   for k, recompute in ((1, False), (4, True)):
-    trainer = Pretrainer(opts(data, tmp_path / f"k{k}{recompute}", init_checkpoint=init,
+    trainer = Run(PretrainingTask(opts(data, tmp_path / f"k{k}{recompute}", init_checkpoint=init,
                               num_train_steps=3,
                               albert_config_file=str(data / "tiny_nodropout.json"),
                               gradient_accumulation_steps=k, num_warmup_steps=0,
-                              learning_rate=0.01, recompute_grad=recompute))
-    assert all(b.recompute_grad == recompute for b in trainer.model.encoder.blocks)
-    trainer.restore_or_initialize()
+                              learning_rate=0.01, recompute_grad=recompute)))
+    assert all(b.recompute_grad == recompute for b in trainer.loop.model.encoder.blocks)
+    trainer.loop.restore_or_initialize()
     trainer.train()
-    weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.model).items()})
+    weights.append({n: v.numpy() for n, v in tf1_variable_map(trainer.loop.model).items()})
   _assert_same_weights(weights[0], weights[1])
   moved = weights[0]["bert/pooler/dense/kernel"]
   assert not np.allclose(moved, tf.train.load_checkpoint(init).get_tensor(
@@ -219,25 +220,25 @@ def test_gradient_accumulation_and_block_recomputation_equal_one_plain_step(data
 
 def test_mismatched_config_data_and_flags_are_named(data, tmp_path):
   with pytest.raises(ValueError, match=r"input_ids of length 32 but --max_seq_length=64"):
-    Pretrainer(opts(data, tmp_path, max_seq_length=64))
+    Run(PretrainingTask(opts(data, tmp_path, max_seq_length=64)))
   with pytest.raises(ValueError, match=r"length 5 but --max_predictions_per_seq=20"):
-    Pretrainer(opts(data, tmp_path, max_predictions_per_seq=20))
+    Run(PretrainingTask(opts(data, tmp_path, max_predictions_per_seq=20)))
   small_vocab = tmp_path / "small_vocab.json"
   AlbertConfig.from_json_file(data / "tiny.json").replace(vocab_size=100).to_json_file(
       small_vocab)
   with pytest.raises(ValueError, match=r"token id \d+ but the config's vocab_size is 100"):
-    Pretrainer(opts(data, tmp_path, albert_config_file=str(small_vocab)))
+    Run(PretrainingTask(opts(data, tmp_path, albert_config_file=str(small_vocab))))
   with pytest.raises(FileNotFoundError, match="matches no file: .*nothing-\\*"):
-    Pretrainer(opts(data, tmp_path, input_file=str(tmp_path / "nothing-*")))
+    Run(PretrainingTask(opts(data, tmp_path, input_file=str(tmp_path / "nothing-*"))))
   with pytest.raises(ValueError, match="--train_batch_size=10 is not divisible by 1 replicas "
                                        "x 4 accumulation"):
-    Pretrainer(opts(data, tmp_path, train_batch_size=10, gradient_accumulation_steps=4))
+    Run(PretrainingTask(opts(data, tmp_path, train_batch_size=10, gradient_accumulation_steps=4)))
   other = AlbertEncoder(AlbertConfig.from_json_file(data / "tiny.json").replace(
       intermediate_size=48))
   init = native_checkpoint(other).write(str(tmp_path / "other" / "ckpt-1"))
-  trainer = Pretrainer(opts(data, tmp_path / "run", init_checkpoint=init))
+  trainer = Run(PretrainingTask(opts(data, tmp_path / "run", init_checkpoint=init)))
   with pytest.raises(CheckpointError, match="shape mismatch"):
-    trainer.restore_or_initialize()
+    trainer.loop.restore_or_initialize()
 
 
 def test_cli_reports_errors_and_needs_train_or_eval(data, tmp_path):
@@ -259,12 +260,12 @@ def test_mixed_precision_and_xla_train(data, tmp_path, precision, jit):
     history = []
     run_pretraining(opts(data, tmp_path, num_train_steps=4, iterations_per_loop=2,
                          mixed_precision=precision, jit_compile=jit), history=history)
-    trainer = Pretrainer(opts(data, tmp_path, num_train_steps=4, mixed_precision=precision))
+    trainer = Run(PretrainingTask(opts(data, tmp_path, num_train_steps=4, mixed_precision=precision)))
     compute = {"bfloat16": "bfloat16", "float16": "float16"}.get(precision, "float32")
-    assert trainer.model.encoder.embedding_layer.compute_dtype == compute
-    assert trainer.model.encoder.embedding_layer.word_embeddings.dtype == tf.float32
+    assert trainer.loop.model.encoder.embedding_layer.compute_dtype == compute
+    assert trainer.loop.model.encoder.embedding_layer.word_embeddings.dtype == tf.float32
     if precision == "float16":
-      assert isinstance(trainer.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+      assert isinstance(trainer.loop.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
   assert [h["step"] for h in history] == [2, 4]
@@ -402,6 +403,6 @@ def test_sentence_loss_weight_scales_the_sentence_term_and_zero_leaves_mlm_alone
     loss, _, _ = pretraining_losses(outputs, batch, 3.0, 2, sentence_loss_weight=weight)
     assert float(loss) == pytest.approx(mlm + weight * sop, rel=1e-6)
   with pytest.raises(ValueError, match="--sentence_loss_weight"):
-    Pretrainer(PretrainingOptions(albert_config_file=str(ROOT / "configs" / "tiny.json"),
+    Run(PretrainingTask(PretrainingOptions(albert_config_file=str(ROOT / "configs" / "tiny.json"),
                                   input_file="unused", output_dir="unused",
-                                  sentence_loss_weight=-1.0))
+                                  sentence_loss_weight=-1.0)))

@@ -12,13 +12,13 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import tokenization
-from albert_tf.data import records
-from albert_tf.data.create import (CreationOptions, create_pretraining_data, expand_input_files,
+from albert_tf.data.pretraining import records
+from albert_tf.data.pretraining.create import (CreationOptions, create_pretraining_data, expand_input_files,
                                    iter_blocks, metadata_path)
-from albert_tf.data.inspect import main as inspect_main
-from albert_tf.data.inspect import record_statistics
-from albert_tf.data.instances import Instance, truncate_pair
-from albert_tf.data.masking import (MaskingOptions, candidate_words, ngram_mask,
+from albert_tf.data.pretraining.statistics import main as inspect_main
+from albert_tf.data.pretraining.statistics import record_statistics
+from albert_tf.data.pretraining.instances import Instance, truncate_pair
+from albert_tf.data.pretraining.masking import (MaskingOptions, candidate_words, ngram_mask,
                                     num_to_predict)
 from conftest import ROOT, SHARED_DATA
 
@@ -174,7 +174,7 @@ def test_real_data_token_boundary_marks_word_starts_and_specials(english_real_da
 
 @pytest.mark.parametrize("short_seq_prob", [0.0, 0.1, 0.5])
 def test_short_seq_prob_shortens_the_target_of_that_share_of_documents(short_seq_prob):
-  from albert_tf.data.instances import InstanceOptions, create_instances
+  from albert_tf.data.pretraining.instances import InstanceOptions, create_instances
   # 30 sentences of 10 tokens: with the full target (125) the first chunk takes 13 sentences
   # and fills all 128 positions; a short target t ~ U[2, 125] fills them only if t >= 121.
   documents = [[[5 + (d + s) % 50] * 10 for s in range(30)] for d in range(4000)]
@@ -302,7 +302,7 @@ def test_an_overlong_line_is_reported_with_the_tokens_kept_and_dropped(tmp_path,
 
 
 def test_five_is_the_shortest_max_seq_length_with_two_segments(tmp_path):
-  from albert_tf.data.instances import InstanceOptions, create_instances
+  from albert_tf.data.pretraining.instances import InstanceOptions, create_instances
   # max_seq_length - 3 = 2 tokens: one-token sentences still pair up, kept or swapped.
   document = [[10 + i] for i in range(40)]
   instances = create_instances(document, 0, [document], random.Random(0),

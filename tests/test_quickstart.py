@@ -1,6 +1,6 @@
-"""The README's main job (python -m albert_tf.quickstart), shortened: every stage runs."""
+"""The README's main job (python -m albert_tf.cli.quickstart), shortened: every stage runs."""
 
-from albert_tf import quickstart
+from albert_tf.cli import quickstart
 
 
 def test_stdlib_corpus_is_sentences_and_documents(tmp_path):

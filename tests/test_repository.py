@@ -13,7 +13,7 @@ def readme_commands():
 def test_readme_opens_with_two_commands_main_job_and_tests():
   commands = readme_commands()
   assert len(commands) == 2
-  assert commands[0].endswith("-m albert_tf.quickstart")
+  assert commands[0].endswith("-m albert_tf.cli.quickstart")
   assert commands[1].endswith("-m pytest -q -n 2 --dist loadfile tests")
   assert all("pip install -q -r requirements.txt" in c for c in commands)
 

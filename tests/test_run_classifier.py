@@ -8,14 +8,16 @@ import pytest
 import tensorflow as tf
 
 import core_flags
+from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
-from albert_tf import convert
-from albert_tf.checkpoints import tf1_variable_map
+from albert_tf.interop import convert
+from albert_tf.interop.checkpoints import tf1_variable_map
 from albert_tf.tasks.distillation import DistillOptions, Distiller
 from albert_tf.export.tflite import tflite_logits
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.export.encoder import export_encoder
-from albert_tf.tasks.classification import ClassifierOptions, run_classifier
+from albert_tf.cli.runs import run_classifier
+from albert_tf.tasks.classification import ClassifierOptions
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -137,15 +139,15 @@ def test_bad_task_data_and_vocabulary_are_named(cache, tmp_path):
 
 
 def test_cached_features_of_other_data_are_rebuilt_not_reused(cache, tmp_path):
-  from albert_tf.tasks.classification import ClassifierRunner  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.classification import (ClassificationTask)  # pylint: disable=g-import-not-at-top
   ids = []
   for name, sentence in (("a", "a moving film"), ("b", "a dull and tiresome film")):
     data = tmp_path / name
     data.mkdir()
     (data / "dev.tsv").write_text(f"sentence\tlabel\n{sentence}\t1\n")
-    runner = ClassifierRunner(opts("sst-2", tmp_path / "out", tmp_path / "cache",
-                                   data_dir=str(data), do_train=False))  # dev data only
-    _, path = runner._records("dev")  # pylint: disable=protected-access
+    runner = Run(ClassificationTask(opts("sst-2", tmp_path / "out", tmp_path / "cache",
+                                   data_dir=str(data), do_train=False)))  # dev data only
+    _, path = runner.task.records("dev")  # pylint: disable=protected-access
     record = next(iter(tf.data.TFRecordDataset(path)))
     ids.append(list(tf.train.Example.FromString(record.numpy()).features.feature[
         "input_ids"].int64_list.value))

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.export.tasks import export_task
+from albert_tf.training.run import Run
 from albert_tf.data import ner as ner_data
 from albert_tf.data import ner_features
-from albert_tf.ner_metrics import ner_results
-from albert_tf.tasks.ner import NerOptions, NerRunner, run_ner
+from albert_tf.metrics.ner import ner_results
+from albert_tf.cli.runs import run_ner
+from albert_tf.tasks.ner import NerOptions, NerTask
 from albert_tf.tokenization import FullTokenizer
 import serving_requests
 from conftest import ROOT, SHARED_DATA
@@ -153,7 +156,7 @@ def test_the_export_tags_raw_text_as_do_predict_tagged_the_words(conll, tmp_path
 def test_convert_reads_a_run_ner_checkpoint_as_a_tagger_with_its_labels(conll):
   """A trained run_ner output_dir converts as a token classifier (not a sentence classifier
   under the same names) and carries its tags; the encoder alone still converts."""
-  from albert_tf import convert  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop import convert  # pylint: disable=g-import-not-at-top
   o = conll["options"]
   config = str(conll["out"] / "albert_config.json")
   converted = convert.read("native", o.output_dir, config)
@@ -222,15 +225,15 @@ def test_cluener_with_a_crf_from_albert_tiny_zh_writes_clues_submission(brightma
   assert not (out / "test_results.txt").exists()  # CLUENER's test file has no labels
   # Resumed from the checkpoint (the CRF's transitions with it): the same submission.
   submission = (out / "cluener_predict.json").read_bytes()
-  runner = NerRunner(dataclasses.replace(options, do_train=False, do_eval=False))
-  runner.restore_or_initialize()
+  runner = Run(NerTask(dataclasses.replace(options, do_train=False, do_eval=False)))
+  runner.loop.restore_or_initialize()
   saved = tf.train.load_checkpoint(str(out))
   np.testing.assert_array_equal(
       saved.get_tensor("crf/transitions/.ATTRIBUTES/VARIABLE_VALUE"),
-      runner.model.crf.transitions.numpy())
+      runner.loop.model.crf.transitions.numpy())
   runner.predict()
   assert (out / "cluener_predict.json").read_bytes() == submission
-  _, predicted = runner.predicted_tags("test", 64)
+  _, predicted = runner.task.predicted_tags(runner.loop.model, "test", 64)
   for tags in predicted:
     for before, tag in zip(["O"] + tags, tags):
       assert not tag.startswith("I-") or before[2:] == tag[2:], (before, tag)
@@ -253,12 +256,12 @@ def test_the_chinese_export_gives_the_cluener_submissions_entities(tmp_path):
                        labels=("name", "address", "company"), use_crf=True, do_predict=True,
                        max_seq_length=16, doc_stride=6, predict_batch_size=64)
   tf.random.set_seed(3)
-  runner = NerRunner(options)
-  runner.restore_or_initialize()
-  head = runner.model.token_head
+  runner = Run(NerTask(options))
+  runner.loop.restore_or_initialize()
+  head = runner.loop.model.token_head
   head.output_weights.assign(head.output_weights * 50.0)
   runner.predict()
-  runner.export()
+  export_task(runner.task, runner.loop.model)
   rows = [json.loads(line) for line in
           (tmp_path / "out" / "cluener_predict.json").read_text("utf-8").splitlines()]
   texts = [json.loads(line)["text"] for line in lines]

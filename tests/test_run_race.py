@@ -10,10 +10,13 @@ import sentencepiece
 import tensorflow as tf
 
 import reference_tokenization as reference
+from albert_tf.export.tasks import export_task
+from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, load_checkpoint, save_tf1_checkpoint
 from albert_tf.data import race as race_data
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
-from albert_tf.tasks.race import RaceOptions, RaceRunner, run_race
+from albert_tf.cli.runs import run_race
+from albert_tf.tasks.race import RaceOptions, RaceTask
 from albert_tf.tokenization import FullTokenizer
 from conftest import ROOT, SHARED_DATA
 
@@ -116,8 +119,8 @@ def test_real_data_tiny_model_learns_questions_predicts_and_serves_them(tmp_path
       predict_batch_size=8, learning_rate=2e-3, train_step=40, warmup_step=4,
       save_checkpoints_steps=40, iterations_per_loop=20, seed=2, log_every_seconds=0,
       do_predict=True, export_dir=str(tmp_path / "serving"))
-  runner = RaceRunner(options)
-  runner.restore_or_initialize()
+  runner = Run(RaceTask(options))
+  runner.loop.restore_or_initialize()
   before = runner.evaluate()
   history = []
   runner.train(history)
@@ -134,7 +137,7 @@ def test_real_data_tiny_model_learns_questions_predicts_and_serves_them(tmp_path
   assert all(l["answer"] in "ABCD" and len(l["probabilities"]) == 4 for l in lines)
   assert "accuracy = " in (tmp_path / "out" / "test_results.txt").read_text()
   # The served model answers the raw articles as --do_predict did.
-  runner.export()
+  export_task(runner.task, runner.loop.model)
   serve = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
   articles = [json.loads((data / "RACE" / "test" / "middle" / n).read_text())
               for n in ("10.txt", "100.txt")]

@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, SHARED_DATA
-from albert_tf import cmrc2018
+from albert_tf.metrics import cmrc2018
 from albert_tf.data import squad as squad_data
-from albert_tf.tasks.squad import SquadOptions, run_squad
+from albert_tf.cli.runs import run_squad
+from albert_tf.tasks.squad import SquadOptions
 
 XQUAD = SHARED_DATA / "squad" / "v1.1_xquad_en" / "xquad.en.json"
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -332,7 +333,7 @@ def zh_serving(zh):
   """The serving module of `zh`'s trained weights, in process: what `--export_dir` saves
   (saving and loading it, as the English tests do, would double this test's time)."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf.checkpoints import load_checkpoint
+  from albert_tf.interop.checkpoints import load_checkpoint
   from albert_tf.config import AlbertConfig
   from albert_tf.export.preprocessing import InGraphTokenizer
   from albert_tf.export.squad_serving import SquadServing

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from albert_tf.checkpoints import load_checkpoint, tf1_variable_map
+from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.squad import AlbertSquad, SquadV2Head
 

@@ -12,11 +12,13 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
-from albert_tf.core import freeze_parts, precision_policy
-from albert_tf.tasks.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map,
-                                    soft_target_loss)
-from albert_tf.tasks.classification import ClassifierOptions, ClassifierRunner, run_classifier
+from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
+from albert_tf.training.freezing import freeze_parts
+from albert_tf.training.precision import precision_policy
+from albert_tf.training.run import Run
+from albert_tf.tasks.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map, soft_target_loss)
+from albert_tf.cli.runs import run_classifier
+from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
 from albert_tf.modeling.classifier import AlbertClassifier, ClassificationHead
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.heads import SentenceOrderHead
@@ -52,12 +54,12 @@ def opts(data, out, **changes):
 
 
 def trained_weights(options, history=None):
-  runner = ClassifierRunner(options)
-  runner.model.head.dropout.rate = 0.0  # the original's fixed 0.1 head dropout: off to compare
-  runner.restore_or_initialize()
-  initial = {n: v.numpy() for n, v in tf1_variable_map(runner.model).items()}
-  runner.train(history)
-  return initial, {n: v.numpy() for n, v in tf1_variable_map(runner.model).items()}
+  run = Run(ClassificationTask(options))
+  run.loop.model.head.dropout.rate = 0.0  # the original's fixed 0.1 head dropout: off to compare
+  run.loop.restore_or_initialize()
+  initial = {n: v.numpy() for n, v in tf1_variable_map(run.loop.model).items()}
+  run.train(history)
+  return initial, {n: v.numpy() for n, v in tf1_variable_map(run.loop.model).items()}
 
 
 @pytest.fixture(scope="module")
@@ -321,19 +323,16 @@ def test_sigterm_saves_a_checkpoint_exits_0_and_the_same_command_resumes(csv_tas
 def test_progress_rates_leave_out_the_first_loop_that_traces_the_step(monkeypatch, caplog):
   """A 30 s trace then 1 s per 10-step loop of batch 32: 320 examples/s from the second line
   on (cumulative timing would say 80), and the ETA from that rate."""
-  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
-  from albert_tf import core as core_module  # pylint: disable=import-outside-toplevel
+  from albert_tf.training import progress as progress_module  # pylint: disable=import-outside-toplevel
   clock = [1000.0]
-  monkeypatch.setattr(core_module.time, "time", lambda: clock[0])
-  fake = SimpleNamespace(global_step=0, train_steps=100,
-                         options=SimpleNamespace(log_every_seconds=0.0, train_batch_size=32),
-                         task=SimpleNamespace(progress=lambda results: ""))
-  progress = core_module._Progress(fake, None)  # pylint: disable=protected-access
-  caplog.set_level("INFO", logger=core_module.logger.name)
+  monkeypatch.setattr(progress_module.time, "time", lambda: clock[0])
+  progress = progress_module.Progress(start_step=0, train_steps=100, train_batch_size=32,
+                                      log_every_seconds=0.0, describe=lambda results: "")
+  caplog.set_level("INFO", logger=progress_module.logger.name)
   for step, seconds in ((10, 31.0), (20, 1.0), (30, 1.0)):
     clock[0] += seconds
     progress(step, {"loss": 1.0, "learning_rate": 1e-4})
   lines = [r.getMessage() for r in caplog.records]
   assert "10.3 examples/s" in lines[0]  # the first loop: all there is to go on
   assert "10.00 steps/s  320.0 examples/s  ETA" in lines[1] and "320.0 examples/s" in lines[2]
-  assert lines[2].endswith("ETA " + core_module.duration(7.0))
+  assert lines[2].endswith("ETA " + progress_module.duration(7.0))

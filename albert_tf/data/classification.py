@@ -32,9 +32,9 @@ import json
 import logging
 import math
 import os
-import uuid
 
-from albert_tf.data.records import write_tfrecord_atomically
+from albert_tf import files
+from albert_tf.data.pretraining.records import write_tfrecord_atomically
 from albert_tf.tokenization.tokenizer import encode_pair
 
 logger = logging.getLogger(__name__)
@@ -958,15 +958,7 @@ def write_glue_predictions(task_name, predictions, path, guids=None):
   folder = os.path.dirname(os.path.abspath(path))
   if not os.path.isdir(folder):
     raise FileNotFoundError(f"output folder does not exist: {folder} (for {path})")
-  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-  try:
-    with open(temp, "w", encoding="utf-8", newline="\n") as f:
-      f.write("\n".join(rows) + "\n")
-    os.replace(temp, path)
-  except BaseException:
-    if os.path.exists(temp):
-      os.remove(temp)
-    raise
+  files.write_text(path, "\n".join(rows) + "\n")
   return len(guids)
 
 
@@ -996,7 +988,6 @@ def write_clue_predictions(task_name, predictions, path, ids=None):
   Returns:
     the number of rows written.
   """
-  from albert_tf import guards  # pylint: disable=g-import-not-at-top
   processor = get_processor(task_name)
   labels = processor.get_labels()
   if labels is None:
@@ -1008,5 +999,5 @@ def write_clue_predictions(task_name, predictions, path, ids=None):
   # ensure_ascii=False: ids and labels stay readable (CLUE's own files are utf-8).
   text = "".join(json.dumps({"id": i, "label": labels[p]}, ensure_ascii=False) + "\n"
                  for i, p in zip(ids, label_ids))
-  guards.write_text_atomically(os.fspath(path), text)
+  files.write_text(path, text)
   return len(ids)

@@ -32,10 +32,10 @@ import json
 import logging
 import os
 import re
-import uuid
 
 # One reader of JSON lines (BOM, CRLF, Latin-1 lines tolerated) and one error type for all
 # fine-tuning data: a DataError (a ValueError) names the file and line.
+from albert_tf import files
 from albert_tf.data.classification import DataError, read_json_lines
 
 SCHEMES = ("auto", "iob1", "bio", "bioes", "bmes")
@@ -304,7 +304,7 @@ def write_conll_predictions(output_path, input_path, predictions, tag_scheme="au
   lines = []
   for number, raw, _ in rows:
     lines.append(_append_column(raw, by_line[number]) if number in by_line else raw)
-  _write_atomically(output_path, "".join(lines))
+  files.write_text(output_path, "".join(lines))
 
 
 def _output_scheme(path, sentences, tag_scheme):
@@ -559,7 +559,7 @@ def write_cluener_predictions(path, examples, predictions):
     spans = char_spans(example, tags_to_spans(tags))
     label = spans_to_cluener_label(example.text, spans)
     lines.append(json.dumps({"id": example.guid, "label": label}, ensure_ascii=False) + "\n")
-  _write_atomically(path, "".join(lines))
+  files.write_text(path, "".join(lines))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,15 +573,3 @@ def _open(path, newline=None):
     raise FileNotFoundError(f"no such file: {path}") from None
 
 
-def _write_atomically(path, text):
-  """Writes through `<path>.tmp-<8 hex>` and a rename, the name `guards` cleans up after a kill."""
-  path = os.fspath(path)
-  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-  try:
-    with open(temp, "w", encoding="utf-8", newline="") as f:
-      f.write(text)
-    os.replace(temp, path)
-  except BaseException:
-    if os.path.exists(temp):
-      os.remove(temp)
-    raise

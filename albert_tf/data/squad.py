@@ -19,11 +19,11 @@ import json
 import logging
 import math
 import os
-import uuid
 
 import numpy as np
 
-from albert_tf.data.records import write_tfrecord_atomically
+from albert_tf import files
+from albert_tf.data.pretraining.records import write_tfrecord_atomically
 from albert_tf.tokenization.offsets import encode_with_offsets, token_for_char
 
 logger = logging.getLogger(__name__)
@@ -487,11 +487,8 @@ def postprocess_v2(examples, features, results, n_best_size=20, max_answer_lengt
 
 
 def write_json(path, value):
-  """JSON with indent 4 (as the original), written to a temporary name and renamed."""
-  temp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-  with open(temp, "w", encoding="utf-8") as f:
-    f.write(json.dumps(value, indent=4, ensure_ascii=False) + "\n")
-  os.replace(temp, path)
+  """JSON with indent 4 (as the original), written atomically."""
+  files.write_json(path, value, indent=4)
 
 
 # --- Metrics ----------------------------------------------------------------------------------

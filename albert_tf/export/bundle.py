@@ -2,20 +2,16 @@
 
 import logging
 import os
-import re
-import shutil
 
-from albert_tf.checkpoints import load_checkpoint
+from albert_tf import files
+from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.core import precision_policy
+from albert_tf.training.precision import precision_policy
 from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 
 logger = logging.getLogger(__name__)
 
-# Siblings of export_dir while it is being replaced: `<export_dir>.tmp-export-<pid>` (the new
-# bundle being written) and `<export_dir>.old-export-<pid>` (the previous one, moved aside).
-_SIBLING = re.compile(r"\.(tmp|old)-export-(\d+)$")
 # What an export writes into export_dir; a folder holding anything else is not replaced.
 BUNDLE_ENTRIES = ("encoder", "preprocessing", "fill_mask", "encoder.tflite")
 
@@ -68,16 +64,13 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   report = load_checkpoint(model, checkpoint)
   if report.missing:
     logger.warning("not in the checkpoint (left as initialised): %s", report.missing)
-  _remove_leftovers(target)
-  tmp_dir = f"{target}.tmp-export-{os.getpid()}"
-  try:
+  files.remove_interrupted(paths=[target])  # what killed exports left beside it
+  # Written into a temporary sibling that replaces the whole folder when complete; a failure
+  # (KeyboardInterrupt too) removes it and leaves the previous bundle as it was.
+  with files.atomic_path(target) as tmp_dir:
     written = _write_bundle(model, report.restored(model.masked_lm.variables), tmp_dir,
                             spm_model_file, vocab_file, do_lower_case, max_seq_length,
                             tflite or tflite_quantize, tflite_quantize, jit_compile)
-    _replace(tmp_dir, target)
-  except BaseException:  # KeyboardInterrupt too: never leave a half-written bundle behind
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-    raise
   paths = {name: os.path.join(export_dir, os.path.relpath(path, tmp_dir))
            for name, path in written.items()}
   for name, path in paths.items():
@@ -114,47 +107,3 @@ def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, d
       logger.info("TFLite encoder: %.1f MB", size / 1e6)
     paths["tflite"] = path
   return paths
-
-
-def _replace(new_dir, export_dir):
-  """Renames `new_dir` to `export_dir`, removing the previous `export_dir` if any."""
-  if not os.path.exists(export_dir):
-    os.rename(new_dir, export_dir)
-    return
-  # A directory cannot be renamed over a non-empty one: move the old one aside first. Only a
-  # kill between the two renames leaves no export_dir (both bundles stay, as siblings).
-  old_dir = f"{export_dir}.old-export-{os.getpid()}"
-  os.rename(export_dir, old_dir)
-  try:
-    os.rename(new_dir, export_dir)
-  except BaseException:
-    os.rename(old_dir, export_dir)
-    raise
-  shutil.rmtree(old_dir, ignore_errors=True)
-
-
-def _remove_leftovers(export_dir):
-  """Removes the temporary siblings of export_dir left by killed exports (of this process or
-  of one no longer running; a running one's are its own business)."""
-  parent, name = os.path.split(export_dir)
-  parent = parent or os.curdir
-  if not os.path.isdir(parent):
-    return
-  for entry in os.listdir(parent):
-    match = _SIBLING.search(entry)
-    if (match and entry[:match.start()] == name
-        and not _is_other_running_process(int(match.group(2)))):
-      logger.info("removing %s, left by an interrupted export", os.path.join(parent, entry))
-      shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
-
-
-def _is_other_running_process(pid):
-  if pid == os.getpid():
-    return False
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # another user's process
-    return True
-  return True

@@ -25,6 +25,7 @@ list, and its variables are trainable, so fine-tuning can start from the export.
 
 import tensorflow as tf
 
+from albert_tf import files
 from albert_tf.export import requests
 from albert_tf.export.tflite import export_serving_tflite
 from albert_tf.modeling.activations import plain_activations
@@ -119,15 +120,9 @@ def export_encoder(pretrainer, export_dir, max_seq_length=None, jit_compile=Fals
   `jit_compile`: the serving_default and mlm signatures as XLA clusters (see the module doc).
   """
   module = EncoderExport(pretrainer, max_seq_length, jit_compile)
-  tmp = export_dir.rstrip("/") + ".tmp"
-  if tf.io.gfile.exists(tmp):
-    tf.io.gfile.rmtree(tmp)
-  with plain_activations():
+  with files.atomic_path(export_dir) as tmp, plain_activations():
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serving,
                                                  "mlm": module.mlm, "lean": module.lean})
-  if tf.io.gfile.exists(export_dir):
-    tf.io.gfile.rmtree(export_dir)
-  tf.io.gfile.rename(tmp, export_dir)
   return export_dir
 
 

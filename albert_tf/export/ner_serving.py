@@ -37,8 +37,8 @@ import tensorflow_text as tf_text
 
 from albert_tf.data.ner import OUTSIDE
 from albert_tf.data.ner_features import WORD_SPLITS
+from albert_tf.export.saving import save_atomically
 from albert_tf.export.preprocessing import InGraphTokenizer, _space_class, _valid_utf8
-from albert_tf.export.task_models import _save
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS
 
@@ -249,4 +249,5 @@ def export_ner(model, export_dir, spm_model_file=None, vocab_file=None, do_lower
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                do_lower_case=do_lower_case)
   module = NerServing(model, tokenizer, max_seq_length, doc_stride, word_split)
-  return _save(module, export_dir, {"serving_default": module.__call__.get_concrete_function()})
+  return save_atomically(module, export_dir,
+                         {"serving_default": module.__call__.get_concrete_function()})

@@ -33,6 +33,7 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.export.saving import save_atomically
 from albert_tf.export import requests
 from albert_tf.tokenization import tokenizer as py_tokenizer
 
@@ -668,5 +669,5 @@ def save_preprocessing_model(export_dir, spm_model_file=None, vocab_file=None,
       "serving_default": model.__call__.get_concrete_function(),
       "encode_pair": model.encode_pair.get_concrete_function(),
   }
-  tf.saved_model.save(model, export_dir, signatures=signatures)
+  save_atomically(model, export_dir, signatures)
   return export_dir

@@ -19,10 +19,10 @@ time, as `FullTokenizer.tokenize` does in Python.
 
 import tensorflow as tf
 
+from albert_tf.export.saving import save_atomically
 from albert_tf.export import requests
 from albert_tf.export.preprocessing import (InGraphTokenizer, _contains, _prefix,
                                             _ragged_gather_runs, pack_inputs)
-from albert_tf.export.task_models import _save
 from albert_tf.modeling.encoder import INPUT_NAMES
 
 _BLANK = "_"
@@ -123,5 +123,5 @@ def export_multiple_choice(model, export_dir, num_choices=4, spm_model_file=None
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                do_lower_case=do_lower_case)
   module = MultipleChoiceServing(model, tokenizer, num_choices, max_seq_length, max_qa_length)
-  return _save(module, export_dir,
+  return save_atomically(module, export_dir,
                {"serving_default": module.serve.get_concrete_function()})

@@ -33,10 +33,10 @@ import functools
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.export.saving import save_atomically
 from albert_tf.export import requests
 from albert_tf.export.preprocessing import (InGraphTokenizer, _ragged_gather_runs,
                                             _space_class, _valid_utf8, _wordpiece_classes)
-from albert_tf.export.task_models import _save
 from albert_tf.tokenization import SPIECE_UNDERLINE, FullTokenizer
 from albert_tf.tokenization.offsets import wordpiece_char_length
 
@@ -374,7 +374,8 @@ def export_squad(squad_model, export_dir, spm_model_file=None, do_lower_case=Tru
   module = SquadServing(squad_model, tokenizer, reference, max_seq_length, doc_stride,
                         max_query_length, n_best_size, max_answer_length,
                         null_score_diff_threshold)
-  return _save(module, export_dir, {"serving_default": module.__call__.get_concrete_function()})
+  return save_atomically(module, export_dir,
+                         {"serving_default": module.__call__.get_concrete_function()})
 
 
 def _piece_byte_spans(words, ids, chars, char_raw, char_norm, word_of_piece, begin, end,

@@ -6,10 +6,10 @@ Serving can be sent plain strings: `{"instances": [{"text": "the [MASK] sat on t
 
 import tensorflow as tf
 
+from albert_tf.export.saving import save_atomically
 from albert_tf.export import requests
 from albert_tf.export.preprocessing import InGraphTokenizer, pack_inputs
 from albert_tf.tokenization import FullTokenizer
-from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 
 MASK_TOKEN = "[MASK]"
@@ -159,18 +159,6 @@ class ClassifierServing(tf.Module):
                                     self.tokenizer.tokenize(text_b)))
 
 
-def _save(module, export_dir, signatures):
-  tmp = export_dir.rstrip("/") + ".tmp"
-  if tf.io.gfile.exists(tmp):
-    tf.io.gfile.rmtree(tmp)
-  with plain_activations():
-    tf.saved_model.save(module, tmp, signatures=signatures)
-  if tf.io.gfile.exists(export_dir):
-    tf.io.gfile.rmtree(export_dir)
-  tf.io.gfile.rename(tmp, export_dir)
-  return export_dir
-
-
 def export_fill_mask(pretrainer, export_dir, spm_model_file=None, vocab_file=None,
                      do_lower_case=True, max_seq_length=128, top_k=5, max_masks=8):
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
@@ -180,7 +168,8 @@ def export_fill_mask(pretrainer, export_dir, spm_model_file=None, vocab_file=Non
   module = FillMaskModel(pretrainer, tokenizer, reference.mask_id,
                          reference.convert_ids_to_tokens(range(reference.vocab_size)),
                          max_seq_length, top_k, max_masks)
-  return _save(module, export_dir, {"serving_default": module.__call__.get_concrete_function()})
+  return save_atomically(module, export_dir,
+                         {"serving_default": module.__call__.get_concrete_function()})
 
 
 def export_classifier(classifier, export_dir, labels=None, spm_model_file=None,
@@ -188,7 +177,7 @@ def export_classifier(classifier, export_dir, labels=None, spm_model_file=None,
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                do_lower_case=do_lower_case)
   module = ClassifierServing(classifier, tokenizer, labels, max_seq_length)
-  return _save(module, export_dir, {
+  return save_atomically(module, export_dir, {
       "serving_default": module.__call__.get_concrete_function(),
       "text_pair": module.text_pair.get_concrete_function(),
       "encoded": module.encoded.get_concrete_function()})

@@ -12,11 +12,11 @@ ALBERT-base at seq 128 encoder.tflite is 11.9 MB against 46.6 MB (README.md).
   logits = tflite_logits("classifier.tflite", word_ids, mask, type_ids)  # numpy [batch, C]
 """
 
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import files
 from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 
@@ -41,10 +41,8 @@ def _convert(concrete_function, quantize=False):
 
 
 def _write_atomically(tflite_file, data):
-  """Writes `data` to a temporary sibling, then renames it over `tflite_file`; returns its size."""
-  with open(tflite_file + ".tmp", "wb") as f:
-    f.write(data)
-  os.replace(tflite_file + ".tmp", tflite_file)
+  """Writes `data` to `tflite_file`, which appears only whole; returns its size."""
+  files.write_bytes(tflite_file, data)
   return len(data)
 
 

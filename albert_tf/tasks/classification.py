@@ -1,14 +1,14 @@
-"""Fine-tuning for sentence (pair) classification and regression: the run_classifier job.
+"""Sentence (pair) classification and regression: the task of run_classifier.py.
 
-Features are cached as TFRecords; training runs on the training core (`core.py`: strategies,
-accumulation, precision, guards), optionally distilling a teacher (`distillation.py`); after
-each checkpoint the dev set is evaluated and the best checkpoint by the task's first metric is
-kept in `output_dir/best` (`finetuning.FineTuner`).
+GLUE, CLUE and users' CSV/TSV data (`data/classification`) become cached feature TFRecords;
+the model is the encoder with a pooled-output head, optionally distilled from a teacher
+(`distillation.py`); the dev metric that picks the best checkpoint is the task's first (GLUE's:
+accuracy, Matthews correlation for CoLA, F1 for MRPC/QQP, Pearson for STS-B). `--do_predict`
+writes GLUE's `<TASK>.tsv` or CLUE's `<task>_predict.json`; `--export_dir` a raw-text
+classifier SavedModel (and, with --tflite_quantize, its int8 TFLite file).
 """
 
 import dataclasses
-import hashlib
-import json
 import logging
 import math
 import os
@@ -16,15 +16,17 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import guards
-from albert_tf.core import check_options
+from albert_tf.training import recovery
+from albert_tf.training.options import check_options
+from albert_tf.training.task import Serving
 from albert_tf.data import classification
-from albert_tf.metrics import compute_metrics
+from albert_tf.data.feature_cache import cache_key, reuse_or_build
+from albert_tf.metrics.glue import compute_metrics
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.tasks import distillation
 from albert_tf.tasks.distillation import DistillOptions
-from albert_tf.tasks.finetuning import FineTuner, FineTuningOptions, reuse_or_build, run_phases
+from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +57,10 @@ class ClassifierOptions(FineTuningOptions):
             "layerwise_lr_decay": "> 0"}
 
 
-class ClassifierRunner(FineTuner):
-  """Data, model, optimizer and checkpoints of one fine-tuning job."""
+class ClassificationTask(FineTuningTask):
+  """A GLUE / CLUE / CSV classification (or regression) task, optionally distilled."""
 
-  def __init__(self, options, strategy=None):
+  def __init__(self, options):
     o = self.options = options
     check_options(o)  # before the epochs below turn into steps
     self.processor = classification.get_processor(o.task_name, **o.csv_options)
@@ -74,13 +76,11 @@ class ClassifierRunner(FineTuner):
       logger.info("--num_train_epochs=%g over %d training examples at batch %d: %d steps, "
                   "%d of warm-up", o.num_train_epochs, examples, o.train_batch_size,
                   train_steps, warmup_steps)
-    super().__init__(options, strategy, train_steps, warmup_steps)
-
-  last_eval = None  # the latest dev results of this run
+    super().__init__(options, train_steps, warmup_steps)
+    self.distiller = None
 
   def build_model(self):
     num_labels = 1 if self.regression else len(self.labels)
-    self.distiller = None
     if self.distill is not None:
       self.distiller = distillation.Distiller(self.distill, self.config, num_labels,
                                               self.regression, self.config_file)
@@ -108,7 +108,7 @@ class ClassifierRunner(FineTuner):
       raise ValueError(f"the {split} split of {o.task_name} in {o.data_dir} is empty")
     return examples
 
-  def _records(self, split):
+  def records(self, split):
     """The split's examples and their cached TFRecord (built once per task, split and length)."""
     o = self.options
     examples = self.examples(split)
@@ -120,19 +120,17 @@ class ClassifierRunner(FineTuner):
       features = classification.convert_examples_to_features(
           examples, self.labels, o.max_seq_length, self.tokenizer)
       return classification.write_features_tfrecord(features, path)
-    reuse_or_build(path, self._features_key(examples), build)
+    key = cache_key([o.spm_model_file or o.vocab_file],
+                    [o.do_lower_case, o.max_seq_length, self.labels],
+                    ([e.guid, e.text_a, e.text_b, e.label] for e in examples))
+    reuse_or_build(path, key, build)
     return examples, path
 
-  def _features_key(self, examples):
+  def train_dataset(self):
     o = self.options
-    digest = hashlib.sha256()
-    vocabulary = o.spm_model_file or getattr(o, "vocab_file", None)
-    with tf.io.gfile.GFile(vocabulary, "rb") as f:
-      digest.update(f.read())
-    digest.update(json.dumps([o.do_lower_case, o.max_seq_length, self.labels]).encode())
-    for e in examples:
-      digest.update(json.dumps([e.guid, e.text_a, e.text_b, e.label]).encode())
-    return digest.hexdigest()
+    _, path = self.records("train")
+    return classification.classification_dataset(path, o.max_seq_length, o.train_batch_size,
+                                                 True, self.regression, seed=o.seed)
 
   # --- train --------------------------------------------------------------------------------
   def _loss(self, logits, labels):
@@ -147,18 +145,12 @@ class ClassifierRunner(FineTuner):
     logits = model({n: batch[n] for n in INPUT_NAMES}, training=True)
     return self._loss(logits, batch["label_ids"])
 
-  def train(self, history=None):  # pylint: disable=arguments-differ
-    o = self.options
-    _, path = self._records("train")
-    dataset = classification.classification_dataset(path, o.max_seq_length, o.train_batch_size,
-                                                    True, self.regression, seed=o.seed)
-    return self.train_keeping_best(dataset, history)
-
   # --- eval and predict ---------------------------------------------------------------------
-  def _predict(self, path, batch_size):
+  def outputs(self, model, path, batch_size):
+    """The model's outputs (logits, or predictions for regression) and the labels of every
+    record of `path`, in order."""
     dataset = classification.classification_dataset(path, self.options.max_seq_length,
                                                     batch_size, False, self.regression)
-    model = self.model
 
     @tf.function
     def step(batch):
@@ -170,25 +162,24 @@ class ClassifierRunner(FineTuner):
       labels.append(batch["label_ids"].numpy())
     return np.concatenate(outputs), np.concatenate(labels)
 
-  def evaluate(self):
-    o = self.options
-    _, path = self._records("dev")
-    outputs, labels = self._predict(path, o.eval_batch_size)
+  def evaluate(self, model, strategy):
+    del strategy  # the dev set is scored on the host
+    _, path = self.records("dev")
+    outputs, labels = self.outputs(model, path, self.options.eval_batch_size)
     loss = float(np.mean(self._loss(tf.constant(outputs), tf.constant(labels)).numpy()))
     if not (math.isfinite(loss) and np.isfinite(outputs).all()):
-      raise guards.nonfinite_eval_error(loss, self.global_step, self.manager.latest_checkpoint)
-    results = {"global_step": self.global_step, "loss": loss}
+      raise recovery.NonfiniteOutputs(loss)
+    results = {"loss": loss}
     results.update(compute_metrics(self.processor, outputs, labels))
-    guards.write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
-    self.last_eval = results
-    logger.info("Eval at step %d: %s", self.global_step,
-                ", ".join(f"{k} = {v:.4f}" for k, v in results.items() if k != "global_step"))
     return results
 
-  def predict(self):
+  def predict(self, model, step):
+    """GLUE's `<TASK>.tsv` or, for a Chinese task, CLUE's `<task>_predict.json`: one line per
+    test row, in order."""
+    del step
     o = self.options
-    examples, path = self._records("test")
-    outputs, _ = self._predict(path, o.predict_batch_size)
+    examples, path = self.records("test")
+    outputs, _ = self.outputs(model, path, o.predict_batch_size)
     guids = [e.guid for e in examples]
     if self.processor.submission == "clue":  # Chinese tasks: CLUE's JSON-lines submission
       target = os.path.join(o.output_dir, f"{self.processor.name}_predict.json")
@@ -199,27 +190,10 @@ class ClassifierRunner(FineTuner):
     logger.info("Wrote %d test predictions to %s", len(examples), target)
     return target
 
-  def export(self):
-    """A raw-text serving SavedModel of the current weights (TF Serving ready); with
-    --tflite_quantize also `classifier.tflite` in it (token ids -> logits, int8 weights)."""
-    from albert_tf.export.task_models import export_classifier  # pylint: disable=g-import-not-at-top
-    from albert_tf.export.tflite import export_classifier_tflite  # pylint: disable=g-import-not-at-top
+  def serving(self):
+    """A raw-text serving SavedModel of the classifier; with --tflite_quantize also
+    `classifier.tflite` in it (token ids -> logits, dynamic-range int8 weights)."""
     o = self.options
-    path = export_classifier(self.model, o.export_dir, self.labels,
-                             spm_model_file=o.spm_model_file,
-                             vocab_file=None if o.spm_model_file else o.vocab_file,
-                             do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length)
-    logger.info("Exported the serving model (raw text in) to %s", path)
-    if o.tflite_quantize:
-      tflite = os.path.join(path, "classifier.tflite")
-      size = export_classifier_tflite(self.model, tflite, o.max_seq_length, quantize=True)
-      logger.info("Wrote %s (dynamic-range int8): %.1f MB", tflite, size / 1e6)
-    return path
-
-
-
-def run_classifier(options, strategy=None):
-  """What run_classifier.py does; returns the last eval results (or None)."""
-  if not (options.do_train or options.do_eval or options.do_predict):
-    raise ValueError("at least one of --do_train, --do_eval or --do_predict must be set")
-  return run_phases(ClassifierRunner(options, strategy), options)
+    return Serving("classifier", dict(self.vocabulary(), labels=self.labels,
+                                      max_seq_length=o.max_seq_length,
+                                      tflite_quantize=o.tflite_quantize))

@@ -20,11 +20,10 @@ import os
 import tensorflow as tf
 import tf_keras
 
-from albert_tf import guards
-from albert_tf import huggingface
-from albert_tf.checkpoints import load_checkpoint
-from albert_tf.config import AlbertConfig
-from albert_tf.core import check_options
+from albert_tf.interop import huggingface
+from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.config import CONFIG_NAME, AlbertConfig
+from albert_tf.training.options import check_options
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -44,7 +43,7 @@ class DistillOptions:
   layer_map: str = None
   student_num_hidden_layers: int = None
 
-  # Checked with the classifier's options (core.check_options), under their flags' names.
+  # Checked with the classifier's options (options.check_options), under their flags' names.
   BOUNDS = {"temperature": "> 0", "alpha": "in [0, 1]", "hidden_weight": ">= 0",
             "student_num_hidden_layers": ">= 1"}
   FLAG_NAMES = {"temperature": "distill_temperature", "alpha": "distill_alpha",
@@ -109,8 +108,8 @@ def teacher_config(options, student_config_file):
   if options.teacher_checkpoint:
     folder = (options.teacher_checkpoint if tf.io.gfile.isdir(options.teacher_checkpoint)
               else os.path.dirname(options.teacher_checkpoint))
-    candidates += [os.path.join(folder, guards.CONFIG_NAME),
-                   os.path.join(os.path.dirname(folder), guards.CONFIG_NAME)]
+    candidates += [os.path.join(folder, CONFIG_NAME),
+                   os.path.join(os.path.dirname(folder), CONFIG_NAME)]
     if huggingface.is_huggingface_dir(folder):  # a teacher fine-tuned in transformers
       candidates.append(os.path.join(folder, huggingface.CONFIG_FILE))
   candidates.append(student_config_file)

@@ -1,4 +1,4 @@
-"""The run_ner job: named-entity recognition (token classification) on the training core.
+"""Named-entity recognition (token classification): the task of run_ner.py.
 
 Data (data/ner.py): CoNLL column files (English CoNLL-2003, or one Chinese character per line as
 MSRA / People's Daily / Weibo / Resume), CLUENER2020 JSON lines, or JSON lines of tokens + tags;
@@ -25,15 +25,18 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import guards
-from albert_tf.core import check_options
+from albert_tf.metrics.results import write_results
+from albert_tf import files
+from albert_tf.config import MODEL_FLAGS_NAME
+from albert_tf.training.options import check_options
+from albert_tf.training.task import Serving
 from albert_tf.data import ner as ner_data
 from albert_tf.data import ner_features
 from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS, AlbertTokenClassifier
-from albert_tf.ner_metrics import ner_results
-from albert_tf.tasks.finetuning import FineTuner, FineTuningOptions, run_phases
+from albert_tf.metrics.ner import ner_results
+from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +71,12 @@ class NerOptions(FineTuningOptions):
             "eval_batch_size": ">= 1", "train_step": ">= 1", "warmup_step": ">= 0"}
 
 
-class NerRunner(FineTuner):
-  """Data, model and checkpoints of one NER job."""
+class NerTask(FineTuningTask):
+  """Tagging words with entity types (BIO inside; the files' own schemes outside)."""
 
   best_metric = "f1"
-  last_eval = None
 
-  def __init__(self, options, strategy=None):
+  def __init__(self, options):
     o = self.options = options
     check_options(o)
     if o.data_format not in ner_data.FORMATS:
@@ -87,7 +89,7 @@ class NerRunner(FineTuner):
         o.data_dir or o.train_file or o.dev_file or o.test_file):
       raise ValueError("--data_dir or --train_file / --dev_file / --test_file is needed")
     self.labels = self._labels()
-    super().__init__(options, strategy, o.train_step, o.warmup_step)
+    super().__init__(options, o.train_step, o.warmup_step)
     for split in ("dev", "test"):
       if getattr(o, {"dev": "do_eval", "test": "do_predict"}[split]):
         ner_data.check_labels(self.examples(split), self.labels, self.path(split))
@@ -124,7 +126,7 @@ class NerRunner(FineTuner):
 
   def _saved_flags(self):
     """model_flags.json of the run trained in output_dir ({} when training, or if none)."""
-    saved = os.path.join(self.options.output_dir, guards.MODEL_FLAGS_NAME)
+    saved = os.path.join(self.options.output_dir, MODEL_FLAGS_NAME)
     if self.options.do_train or not tf.io.gfile.exists(saved):
       return {}
     with tf.io.gfile.GFile(saved) as f:
@@ -180,19 +182,17 @@ class NerRunner(FineTuner):
       cache[split] = examples, windows, arrays
     return cache[split]
 
-  def train(self, history=None):  # pylint: disable=arguments-differ
+  def train_dataset(self):
     o = self.options
     _, windows, arrays = self.features("train")
-    dataset = tf.data.Dataset.from_tensor_slices(arrays).shuffle(
+    return tf.data.Dataset.from_tensor_slices(arrays).shuffle(
         len(windows), seed=o.seed, reshuffle_each_iteration=True).repeat().batch(
             o.train_batch_size, drop_remainder=True)
-    return self.train_keeping_best(dataset, history)
 
   # --- eval and predict ---------------------------------------------------------------------
-  def predicted_tags(self, split, batch_size):
+  def predicted_tags(self, model, split, batch_size):
     """(examples, predicted BIO tags per example)."""
     examples, windows, arrays = self.features(split)
-    model = self.model
 
     @tf.function
     def step(batch):
@@ -218,27 +218,22 @@ class NerRunner(FineTuner):
       return None
     gold = [as_written(e.tags, e) for e, _ in tagged]
     predicted = [as_written(p, e) for e, p in tagged]
-    results = {"global_step": self.global_step, "sentences": len(gold)}
+    results = {"sentences": len(gold)}
     results.update(ner_results(gold, predicted))
     return results
 
-  def evaluate(self):
-    o = self.options
-    examples, predictions = self.predicted_tags("dev", o.eval_batch_size)
+  def evaluate(self, model, strategy):
+    del strategy  # the dev set is tagged on the host
+    examples, predictions = self.predicted_tags(model, "dev", self.options.eval_batch_size)
     results = self.score(examples, predictions)
     if results is None:
       raise ValueError(f"{self.path('dev')} has no tags to score")
-    guards.write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
-    self.last_eval = results
-    logger.info("Eval at step %d: f1 %.4f, precision %.4f, recall %.4f, token accuracy %.4f",
-                self.global_step, results["f1"], results["precision"], results["recall"],
-                results["token_accuracy"])
     return results
 
-  def predict(self):
+  def predict(self, model, step):
     """The test file's predictions in its own format, and test_results.txt if it has tags."""
     o = self.options
-    examples, predictions = self.predicted_tags("test", o.predict_batch_size)
+    examples, predictions = self.predicted_tags(model, "test", o.predict_batch_size)
     if o.data_format == "cluener":
       target = os.path.join(o.output_dir, "cluener_predict.json")
       ner_data.write_cluener_predictions(target, examples, predictions)
@@ -247,7 +242,7 @@ class NerRunner(FineTuner):
       ner_data.write_conll_predictions(target, self.path("test"), predictions, o.tag_scheme)
     else:
       target = os.path.join(o.output_dir, "test_predictions.jsonl")
-      guards.write_text_atomically(target, "".join(
+      files.write_text(target, "".join(
           json.dumps({"id": e.guid, "tokens": e.words,
                       "tags": ner_data.encode_spans(ner_data.tags_to_spans(p), len(p),
                                                     e.scheme or "bio")},
@@ -255,27 +250,14 @@ class NerRunner(FineTuner):
     logger.info("Wrote the predictions of %d sentences to %s", len(examples), target)
     results = self.score(examples, predictions)
     if results is not None:
-      guards.write_results(os.path.join(o.output_dir, "test_results.txt"), results)
+      write_results(os.path.join(o.output_dir, "test_results.txt"),
+                    dict(results, global_step=step))
       logger.info("Test f1 %.4f over %d tagged sentences", results["f1"], results["sentences"])
     return predictions
 
-  def export(self):
-    """The raw-text serving SavedModel (text -> entities) of the current weights."""
-    from albert_tf.export.ner_serving import export_ner  # pylint: disable=g-import-not-at-top
+  def serving(self):
+    """A SavedModel that takes raw text and returns its entities with character offsets,
+    cutting the text into words as the model was trained (`word_split`)."""
     o = self.options
-    split = self.word_split()
-    path = export_ner(self.model, o.export_dir, spm_model_file=o.spm_model_file,
-                      vocab_file=None if o.spm_model_file else o.vocab_file,
-                      do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length,
-                      doc_stride=o.doc_stride, word_split=split)
-    logger.info("Exported the serving model (text -> entities, words split at %s) to %s",
-                split, path)
-    return path
-
-
-def run_ner(options, strategy=None):
-  """What run_ner.py does; returns the last dev results (or None)."""
-  if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
-    raise ValueError("at least one of --do_train, --do_eval, --do_predict or --export_dir "
-                     "must be set")
-  return run_phases(NerRunner(options, strategy), options)
+    return Serving("ner", dict(self.vocabulary(), max_seq_length=o.max_seq_length,
+                               doc_stride=o.doc_stride, word_split=self.word_split()))

@@ -1,4 +1,4 @@
-"""Pretraining (MLM + SOP, the run_pretraining job) as a task on the training core (`core.py`).
+"""Pretraining (MLM + SOP): the task of run_pretraining.py.
 
 The loss is normalised over the whole global batch (MLM by the sum of its weights + 1e-5, SOP
 by the number of examples), so any split across replicas and micro-batches computes exactly
@@ -8,19 +8,20 @@ the original's single-device loss.
 import dataclasses
 import logging
 import math
-import os
 
 import tensorflow as tf
 import tf_keras
 
-from albert_tf import guards
-from albert_tf.checkpoints import load_checkpoint
+from albert_tf import files
+from albert_tf.training import recovery
+from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.core import CoreOptions, Task, TrainingCore, check_options
-from albert_tf.data.pretraining_dataset import (check_pretraining_files, count_instances,
+from albert_tf.training.options import TrainingOptions, check_options, check_sequence_length
+from albert_tf.training.task import Schedule, Task
+from albert_tf.data.pretraining.dataset import (check_pretraining_files, count_instances,
                                                 expand_file_patterns, masking_from_metadata,
                                                 pretraining_dataset)
-from albert_tf.data.records import feature_spec
+from albert_tf.data.pretraining.records import feature_spec
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ EVAL_KEYS = ("loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_acc
 
 
 @dataclasses.dataclass
-class PretrainingOptions(CoreOptions):
+class PretrainingOptions(TrainingOptions):
   """run_pretraining.py's flags, the original's names and defaults (the core's shared ones
   with pretraining's defaults)."""
   albert_config_file: str = None
@@ -120,21 +121,20 @@ class PretrainingMetrics:
       m.reset_state()
 
 
-class Pretrainer(Task):
-  """The pretraining task (MLM + SOP) on the training core; train and eval."""
+class PretrainingTask(Task):
+  """Masked LM + sentence order (or NSP) on the pretraining TFRecords; train and evaluate."""
 
   def __init__(self, options, strategy=None):
     check_options(options)
     self.options = o = options
+    files.check_writable(o.output_dir)
     self.config_file = o.albert_config_file
     self.config = AlbertConfig.from_json_file(o.albert_config_file)
-    if o.max_seq_length > self.config.max_position_embeddings:
-      raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
-                       f"max_position_embeddings={self.config.max_position_embeddings}")
-    strategy = strategy or tf.distribute.get_strategy()
-    if o.do_eval and o.eval_batch_size % strategy.num_replicas_in_sync:
+    check_sequence_length(o.max_seq_length, self.config)
+    replicas = (strategy or tf.distribute.get_strategy()).num_replicas_in_sync
+    if o.do_eval and o.eval_batch_size % replicas:
       raise ValueError(f"--eval_batch_size={o.eval_batch_size} is not divisible by "
-                       f"{strategy.num_replicas_in_sync} replicas")
+                       f"{replicas} replicas")
     self.files = expand_file_patterns(o.input_file)
     check_pretraining_files(self.files, o.max_seq_length, o.max_predictions_per_seq,
                             self.config.vocab_size, dynamic_masking=o.dynamic_masking)
@@ -144,13 +144,11 @@ class Pretrainer(Task):
           self.files, self.config.vocab_size, max_predictions_per_seq=o.max_predictions_per_seq,
           masked_lm_prob=o.masked_lm_prob, ngram=o.ngram,
           favor_shorter_ngram=o.favor_shorter_ngram, do_whole_word_mask=o.do_whole_word_mask)
-    TrainingCore(self, o, strategy, o.num_train_steps, o.num_warmup_steps,
-                 o.start_warmup_step, o.poly_power, do_train=o.do_train)
-    self.strategy = self.core.strategy
-    with self.strategy.scope():
-      self.eval_metrics = PretrainingMetrics()
 
-  # --- the task on the core -----------------------------------------------------------------
+  # --- the model ----------------------------------------------------------------------------
+  def model_config(self):
+    return self.config, self.config_file
+
   def build_model(self):
     return AlbertPretrainer(self.config)
 
@@ -159,6 +157,20 @@ class Pretrainer(Task):
       report = load_checkpoint(model, self.options.init_checkpoint,
                                init_from_group0=self.options.init_from_group0)
       logger.info(report.summary())
+
+  # --- training -----------------------------------------------------------------------------
+  def schedule(self):
+    o = self.options
+    return Schedule(o.num_train_steps, o.num_warmup_steps, o.start_warmup_step, o.poly_power)
+
+  def train_dataset(self):
+    o = self.options
+    instances = count_instances(self.files)
+    if instances:
+      logger.info("Training data: %d instances; %d steps of %d = %.2f epochs", instances,
+                  o.num_train_steps, o.train_batch_size,
+                  o.num_train_steps * o.train_batch_size / instances)
+    return self._dataset(o.train_batch_size, True)
 
   def normalizers(self, batch):
     # The original's MLM loss is normalised by the global batch's prediction weights.
@@ -173,8 +185,7 @@ class Pretrainer(Task):
     return loss, (outputs, mlm_ce, sop_ce)
 
   def build_metrics(self):
-    metrics = PretrainingMetrics()
-    return _TrainMetrics(metrics)
+    return _TrainMetrics(PretrainingMetrics())
 
   def progress(self, results):
     return (f"mlm_acc {results['masked_lm_accuracy']:.3f}  "
@@ -182,8 +193,8 @@ class Pretrainer(Task):
 
   def locate_bad_record(self, error):
     spec = feature_spec(self.options.max_seq_length, self.options.max_predictions_per_seq)
-    return guards.locate_bad_record(self.files, lambda batch: tf.io.parse_example(batch, spec),
-                                    error)
+    return recovery.locate_bad_record(self.files,
+                                      lambda batch: tf.io.parse_example(batch, spec), error)
 
   def _dataset(self, batch_size, is_training):
     """Global batches; a strategy splits them across replicas in order (replica r gets rows
@@ -192,68 +203,42 @@ class Pretrainer(Task):
     return pretraining_dataset(self.files, o.max_seq_length, o.max_predictions_per_seq,
                                batch_size, is_training, seed=o.seed, masking=self.masking)
 
-  def _make_eval_step(self):
-    model, metrics = self.model, self.eval_metrics
-    global_batch = self.options.eval_batch_size
+  # --- evaluation ---------------------------------------------------------------------------
+  def evaluate(self, model, strategy):
+    """The original's metrics over max_eval_steps batches (or the whole eval data)."""
+    o = self.options
+    with strategy.scope():
+      metrics = PretrainingMetrics()
 
     def replica_step(batch):
       ctx = tf.distribute.get_replica_context()
       weights = tf.cast(batch["masked_lm_weights"], tf.float32)
       denominator = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.reduce_sum(weights)) + 1e-5
       outputs = model({n: batch[n] for n in MODEL_INPUTS}, training=False)
-      loss, mlm_ce, sop_ce = pretraining_losses(outputs, batch, denominator, global_batch,
-                                                self.options.sentence_loss_weight)
+      loss, mlm_ce, sop_ce = pretraining_losses(outputs, batch, denominator, o.eval_batch_size,
+                                                o.sentence_loss_weight)
       metrics.update(outputs, batch, mlm_ce, sop_ce)
       metrics.loss.update_state(ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss))
 
     @tf.function
     def eval_step(iterator):
-      self.strategy.run(replica_step, args=(next(iterator),))
-    return eval_step
+      strategy.run(replica_step, args=(next(iterator),))
 
-  # --- train and eval -----------------------------------------------------------------------
-  def train(self, history=None):
-    """Trains to num_train_steps, saving every save_checkpoints_steps; returns final metrics.
-
-    `history` (a list) receives one dict per loop: step, loss, accuracies, learning rate.
-    """
-    o = self.options
-    instances = count_instances(self.files)
-    if instances:
-      logger.info("Training data: %d instances; %d steps of %d = %.2f epochs", instances,
-                  o.num_train_steps, o.train_batch_size,
-                  o.num_train_steps * o.train_batch_size / instances)
-    return self.core.fit(self._dataset(o.train_batch_size, True), history=history)
-
-  def evaluate(self):
-    """Runs max_eval_steps batches (or the whole eval data) and writes eval_results.txt."""
-    o = self.options
-    eval_step = self._make_eval_step()
-    self.eval_metrics.reset()
-    iterator = iter(self.strategy.experimental_distribute_dataset(
+    iterator = iter(strategy.experimental_distribute_dataset(
         self._dataset(o.eval_batch_size, False)))
     steps = 0
     while steps < o.max_eval_steps:
       try:
-        self.core.run_on_data(eval_step, iterator)
+        eval_step(iterator)
       except (StopIteration, tf.errors.OutOfRangeError):
         break
       steps += 1
     if steps == 0:
       raise ValueError(f"no eval batch of {o.eval_batch_size}: the input has fewer records")
-    results = self.eval_metrics.result()
-    results["global_step"] = self.global_step
+    results = metrics.result()
     if not all(math.isfinite(results[key]) for key in EVAL_KEYS):
-      raise guards.nonfinite_eval_error(results["loss"], self.global_step,
-                                        self.manager.latest_checkpoint)
-    writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "eval"))
-    with writer.as_default(step=self.global_step):
-      for key in EVAL_KEYS:
-        tf.summary.scalar(key, results[key])
-    writer.flush()
-    guards.write_results(os.path.join(self.write_dir, "eval_results.txt"), results)
-    logger.info("Eval at step %d over %d batches: %s", self.global_step, steps,
-                ", ".join(f"{k} = {results[k]:.4f}" for k in EVAL_KEYS))
+      raise recovery.NonfiniteOutputs(results["loss"])
+    logger.info("Evaluated %d batches of %d", steps, o.eval_batch_size)
     return results
 
 
@@ -274,16 +259,3 @@ class _TrainMetrics:
 
   def reset(self):
     self.metrics.reset()
-
-
-def run_pretraining(options, strategy=None, history=None):
-  """What run_pretraining.py does: train and/or evaluate; returns (train, eval) results."""
-  if not (options.do_train or options.do_eval):
-    raise ValueError("at least one of --do_train or --do_eval must be set")
-  guards.check_writable(options.output_dir)
-  guards.remove_interrupted_writes(options.output_dir)
-  trainer = Pretrainer(options, strategy)
-  trainer.restore_or_initialize()
-  train_results = trainer.train(history) if options.do_train else None
-  eval_results = trainer.evaluate() if options.do_eval else None
-  return train_results, eval_results

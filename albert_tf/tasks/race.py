@@ -1,14 +1,12 @@
-"""The run_race job: RACE (or users' multiple choice) on the training core, as the original.
+"""RACE (or users' multiple choice), as the original: the task of run_race.py.
 
-Train with the core's flags (strategies, precision, accumulation, guards); after every
-checkpoint (--do_eval) the dev split is scored and the best checkpoint by accuracy kept in
-`output_dir/best`. `eval_results.txt` has accuracy overall and per level (`accuracy_middle`,
+After every checkpoint (--do_eval) the dev split is scored and the best checkpoint by accuracy
+kept in `output_dir/best`. `eval_results.txt` has accuracy overall and per level (`accuracy_middle`,
 `accuracy_high`); `--do_predict` writes `test_predictions.jsonl` (and `test_results.txt` when
 the test files carry answers); `--export_dir` a SavedModel answering raw text.
 """
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -16,13 +14,16 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import guards
-from albert_tf.core import check_options
+from albert_tf.metrics.results import write_results
+from albert_tf import files
+from albert_tf.training import recovery
+from albert_tf.training.options import check_options
+from albert_tf.training.task import Serving
 from albert_tf.data import race as race_data
+from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
-from albert_tf.tasks.finetuning import (FineTuner, FineTuningOptions, check_cache_writable,
-                                        reuse_or_build, run_phases)
+from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask, check_cache_writable
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +62,12 @@ class RaceOptions(FineTuningOptions):
             "eval_batch_size": ">= 1", "train_step": ">= 1", "warmup_step": ">= 0"}
 
 
-class RaceRunner(FineTuner):
-  """Data, model and checkpoints of one multiple-choice job."""
+class RaceTask(FineTuningTask):
+  """Multiple choice: RACE's folders, or users' CSV/TSV with a column per option."""
 
   best_metric = "accuracy"
 
-  def __init__(self, options, strategy=None):
+  def __init__(self, options):
     o = options
     check_options(o)
     if o.max_qa_length > o.max_seq_length - 3:
@@ -74,27 +75,27 @@ class RaceRunner(FineTuner):
       raise ValueError(f"--max_qa_length={o.max_qa_length} does not fit --max_seq_length="
                        f"{o.max_seq_length}: it must be at most max_seq_length - 3 = "
                        f"{o.max_seq_length - 3}")
-    self.task = o.task_name.lower()
-    if self.task not in ("race", "csv"):
+    self.task_name = o.task_name.lower()
+    if self.task_name not in ("race", "csv"):
       raise ValueError(f"--task_name={o.task_name}: run_race.py knows race and csv")
-    if self.task == "csv" and not (o.context_column and o.question_column and
+    if self.task_name == "csv" and not (o.context_column and o.question_column and
                                    len(o.option_columns) >= 2):
       raise ValueError("--task_name=csv needs --context_column, --question_column and two or "
                        "more --option_columns")
-    self.num_choices = (len(o.option_columns) if self.task == "csv"
+    self.num_choices = (len(o.option_columns) if self.task_name == "csv"
                         else race_data.RACE_CHOICES)
     if o.do_eval:
       check_cache_writable("--eval_file", o.eval_file)
     if o.do_predict:
       check_cache_writable("--predict_file", o.predict_file)
-    super().__init__(options, strategy, o.train_step, o.warmup_step)
+    super().__init__(options, o.train_step, o.warmup_step)
 
   def build_model(self):
     return AlbertMultipleChoice(self.config, self.options.dropout_prob).build_for(
         self.num_choices)
 
   def model_flags(self):
-    return {"task_name": self.task, "num_choices": self.num_choices}
+    return {"task_name": self.task_name, "num_choices": self.num_choices}
 
   def per_example_loss(self, model, batch):
     logits = model({n: batch[n] for n in INPUT_NAMES}, training=True)
@@ -104,7 +105,7 @@ class RaceRunner(FineTuner):
   # --- data ---------------------------------------------------------------------------------
   def read_examples(self, split):
     o = self.options
-    if self.task == "race":
+    if self.task_name == "race":
       examples = race_data.read_race_examples(o.data_dir, split, self.tokenizer, o.high_only,
                                               o.middle_only)
     else:
@@ -126,37 +127,29 @@ class RaceRunner(FineTuner):
     examples = self.examples(split)
     folder = o.cached_dir or o.output_dir
     path = {"train": o.train_file, "dev": o.eval_file, "test": o.predict_file}[split] or \
-        os.path.join(folder, f"{self.task}_{split}_{o.max_seq_length}.tf_record")
+        os.path.join(folder, f"{self.task_name}_{split}_{o.max_seq_length}.tf_record")
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-    reuse_or_build(path, self._features_key(examples), lambda: race_data.write_tfrecord(
+    key = cache_key([o.spm_model_file or o.vocab_file],
+                    [o.do_lower_case, o.max_seq_length, o.max_qa_length],
+                    (dataclasses.astuple(e) for e in examples))
+    reuse_or_build(path, key, lambda: race_data.write_tfrecord(
         examples, self.tokenizer, o.max_seq_length, o.max_qa_length, path))
     return examples, path
-
-  def _features_key(self, examples):
-    o = self.options
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(o.spm_model_file or o.vocab_file, "rb") as f:
-      digest.update(f.read())
-    digest.update(json.dumps([o.do_lower_case, o.max_seq_length, o.max_qa_length]).encode())
-    for e in examples:
-      digest.update(json.dumps(dataclasses.astuple(e)).encode())
-    return digest.hexdigest()
 
   def _dataset(self, path, batch_size, is_training):
     return race_data.multiple_choice_dataset(path, self.num_choices, self.options.max_seq_length,
                                              batch_size, is_training, seed=self.options.seed)
 
   # --- train, eval, predict -----------------------------------------------------------------
-  def train(self, history=None):  # pylint: disable=arguments-differ
+  def train_dataset(self):
     o = self.options
     examples, path = self.records("train")
-    logger.info("Training: %d questions, %d steps of %d", len(examples), self.train_steps,
-                o.train_batch_size)
-    return self.train_keeping_best(self._dataset(path, o.train_batch_size, True), history)
+    logger.info("Training: %d questions, %d steps of %d", len(examples),
+                self.schedule().train_steps, o.train_batch_size)
+    return self._dataset(path, o.train_batch_size, True)
 
-  def probabilities(self, path, batch_size):
+  def probabilities(self, model, path, batch_size):
     """Softmax over the choices of every record of `path`, [questions, choices], in order."""
-    model = self.model
 
     @tf.function
     def step(batch):
@@ -173,8 +166,7 @@ class RaceRunner(FineTuner):
       return None
     correct = probabilities.argmax(-1) == labels
     chosen = probabilities[np.arange(len(labels)), np.maximum(labels, 0)]
-    results = {"global_step": self.global_step,
-               "accuracy": float(correct[known].mean()),
+    results = {"accuracy": float(correct[known].mean()),
                "loss": float(-np.log(np.maximum(chosen[known], 1e-30)).mean()),
                "questions": int(known.sum())}
     levels = np.array([e.level for e in examples])
@@ -184,54 +176,45 @@ class RaceRunner(FineTuner):
         results[f"accuracy_{level}"] = float(correct[mask].mean())
     return results
 
-  def evaluate(self):
+  def evaluate(self, model, strategy):
+    del strategy  # the dev set is scored on the host
     o = self.options
     examples, path = self.records("dev")
-    probabilities = self.probabilities(path, o.eval_batch_size)
+    probabilities = self.probabilities(model, path, o.eval_batch_size)
     results = self.score(examples, probabilities)
     if results is None:
       raise ValueError(f"the dev split in {o.data_dir} has no answers to score")
     if not (np.isfinite(results["loss"]) and np.isfinite(probabilities).all()):
-      raise guards.nonfinite_eval_error(results["loss"], self.global_step,
-                                        self.manager.latest_checkpoint)
-    guards.write_results(os.path.join(o.output_dir, "eval_results.txt"), results)
-    self.last_eval = results
-    logger.info("Eval at step %d: %s", self.global_step,
-                ", ".join(f"{k} = {v:.4f}" for k, v in results.items() if k != "global_step"))
+      raise recovery.NonfiniteOutputs(results["loss"])
     return results
 
-  last_eval = None
-
-  def predict(self):
+  def predict(self, model, step):
     """test_predictions.jsonl (id, question_index, answer, probabilities) and, when the test
     files carry answers, test_results.txt."""
     o = self.options
     examples, path = self.records("test")
-    probabilities = self.probabilities(path, o.predict_batch_size)
+    probabilities = self.probabilities(model, path, o.predict_batch_size)
     lines = [json.dumps({"id": e.example_id, "question_index": e.question_index,
                          "answer": ANSWER_LETTERS[int(p.argmax())],
                          "probabilities": [round(float(x), 6) for x in p]})
              for e, p in zip(examples, probabilities)]
     target = os.path.join(o.output_dir, "test_predictions.jsonl")
-    guards.write_text_atomically(target, "\n".join(lines) + "\n")
+    files.write_text(target, "\n".join(lines) + "\n")
     logger.info("Wrote %d test predictions to %s", len(lines), target)
     results = self.score(examples, probabilities)
     if results is not None:
-      guards.write_results(os.path.join(o.output_dir, "test_results.txt"), results)
+      write_results(os.path.join(o.output_dir, "test_results.txt"),
+                    dict(results, global_step=step))
       logger.info("Test accuracy %.4f over %d answered questions", results["accuracy"],
                   results["questions"])
     return probabilities
 
-  def export(self):
-    from albert_tf.export.race_serving import export_multiple_choice  # pylint: disable=g-import-not-at-top
+  def serving(self):
+    """A SavedModel answering raw text: (article, question, options) -> the answer."""
     o = self.options
-    path = export_multiple_choice(
-        self.model, o.export_dir, num_choices=self.num_choices,
-        spm_model_file=o.spm_model_file, vocab_file=None if o.spm_model_file else o.vocab_file,
-        do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length,
-        max_qa_length=o.max_qa_length)
-    logger.info("Exported the serving model (article, question, options -> answer) to %s", path)
-    return path
+    return Serving("multiple_choice", dict(
+        self.vocabulary(), num_choices=self.num_choices, max_seq_length=o.max_seq_length,
+        max_qa_length=o.max_qa_length))
 
 
 def _csv_file(data_dir, split):
@@ -240,11 +223,3 @@ def _csv_file(data_dir, split):
     if os.path.exists(path):
       return path
   raise FileNotFoundError(f"no {split}.csv or {split}.tsv in {data_dir}")
-
-
-def run_race(options, strategy=None):
-  """What run_race.py does; returns the last dev results (or None)."""
-  if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
-    raise ValueError("at least one of --do_train, --do_eval, --do_predict or --export_dir "
-                     "must be set")
-  return run_phases(RaceRunner(options, strategy), options)

@@ -1,8 +1,7 @@
-"""Fine-tuning and prediction on SQuAD v1.1 / v2.0: the run_squad job.
+"""Fine-tuning and prediction on SQuAD v1.1 / v2.0: the task of run_squad.py.
 
 Features are cached as TFRecords beside the outputs (rebuilt when the data, tokenizer or
-window flags change); training runs the shared fine-tuning loop (`finetuning.FineTuner`) with
-the original's losses; prediction writes `predictions.json`, `nbest_predictions.json`
+window flags change); the training loop trains with the original's losses; prediction writes `predictions.json`, `nbest_predictions.json`
 (and `null_odds.json` for v2) and, when the predict file has answers, the official EM / F1 in
 `eval_results.txt` over the questions that have them, plus v2's unanswerable ones (v2: after
 the original's search for the best null-score threshold, which then decides the written
@@ -11,21 +10,21 @@ and is scored by the CMRC 2018 metric (`EM`, `F1`, `AVERAGE`; `eval_metric`).
 """
 
 import dataclasses
-import hashlib
-import json
 import logging
 import os
 import time
 
 import tensorflow as tf
 
-from albert_tf import cmrc2018
-from albert_tf.core import check_options, sigterm_raises
+from albert_tf.metrics.results import write_results, write_summaries
+from albert_tf.metrics import cmrc2018
+from albert_tf.training.options import check_options
+from albert_tf.training.task import Serving
 from albert_tf.data import squad as squad_data
-from albert_tf.guards import write_results
+from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
-from albert_tf.tasks.finetuning import FineTuner, FineTuningOptions, check_cache_writable
+from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask, check_cache_writable
 
 logger = logging.getLogger(__name__)
 
@@ -61,22 +60,10 @@ class SquadOptions(FineTuningOptions):
 EVAL_METRICS = ("squad", "cmrc2018", "auto")
 
 
-def _feature_key(options, input_file, is_training):
-  """What the cached features depend on; a cache with another key is rebuilt."""
-  digest = hashlib.sha256()
-  for path in (input_file, options.spm_model_file or options.vocab_file):
-    with open(path, "rb") as f:
-      for block in iter(lambda: f.read(1 << 20), b""):
-        digest.update(block)
-  digest.update(json.dumps([options.do_lower_case, options.max_seq_length, options.doc_stride,
-                            options.max_query_length, is_training]).encode())
-  return digest.hexdigest()
+class SquadTask(FineTuningTask):
+  """Extractive question answering on SQuAD (or CMRC 2018 / DRCD) JSON."""
 
-
-class SquadRunner(FineTuner):
-  """Data, model, optimizer and checkpoints of one SQuAD job."""
-
-  def __init__(self, options, strategy=None):
+  def __init__(self, options):
     o = options
     check_options(o)
     if not (o.spm_model_file or o.vocab_file):
@@ -108,7 +95,7 @@ class SquadRunner(FineTuner):
       warmup_steps = int(train_steps * o.warmup_proportion)
     if o.do_predict:
       check_cache_writable("--predict_feature_file", o.predict_feature_file)
-    super().__init__(options, strategy, train_steps, warmup_steps)
+    super().__init__(options, train_steps, warmup_steps)
 
   def read_examples(self, split):  # both read above, before the tokenizer exists
     return {"train": self.train_examples, "test": self.predict_examples}[split]
@@ -129,29 +116,22 @@ class SquadRunner(FineTuner):
     path = (o.train_feature_file if is_training else o.predict_feature_file) or os.path.join(
         o.output_dir, "train_features.tf_record" if is_training
         else "predict_features.tf_record")
-    key = _feature_key(o, input_file, is_training)
-    sidecar = path + ".json"
-    if tf.io.gfile.exists(path) and tf.io.gfile.exists(sidecar):
-      with tf.io.gfile.GFile(sidecar) as f:
-        meta = json.load(f)
-      if meta.get("key") == key:
-        logger.info("Using the cached features %s (%d features)", path, meta["num_features"])
-        return path, meta["num_features"]
-      logger.info("%s was built from other data or flags; rebuilding it", path)
-    if tf.io.gfile.exists(sidecar):  # a rebuild stopped half-way must not pass for the old one
-      tf.io.gfile.remove(sidecar)
-    start = time.time()
-    features = squad_data.convert_examples_to_features(
-        examples, self.tokenizer, o.max_seq_length, o.doc_stride, o.max_query_length,
-        is_training)
-    if not features:
-      raise ValueError(f"{input_file} gives no features (every context is empty)")
-    count = squad_data.write_squad_tfrecord(features, path)
-    squad_data.write_json(sidecar, {"key": key, "num_features": count,
-                                    "num_examples": len(examples), "source": input_file})
-    logger.info("Wrote %d features of %d questions to %s in %.1fs", count, len(examples), path,
-                time.time() - start)
-    return path, count
+    key = cache_key([input_file, o.spm_model_file or o.vocab_file],
+                    [o.do_lower_case, o.max_seq_length, o.doc_stride, o.max_query_length,
+                     is_training])
+
+    def build():
+      start = time.time()
+      features = squad_data.convert_examples_to_features(
+          examples, self.tokenizer, o.max_seq_length, o.doc_stride, o.max_query_length,
+          is_training)
+      if not features:
+        raise ValueError(f"{input_file} gives no features (every context is empty)")
+      count = squad_data.write_squad_tfrecord(features, path)
+      logger.info("%d features of %d questions in %.1fs", count, len(examples),
+                  time.time() - start)
+      return {"num_features": count, "num_examples": len(examples), "source": input_file}
+    return path, reuse_or_build(path, key, build)["num_features"]
 
   # --- train --------------------------------------------------------------------------------
   def per_example_loss(self, model, batch):
@@ -175,20 +155,18 @@ class SquadRunner(FineTuner):
         labels=tf.cast(batch["is_impossible"], tf.float32), logits=out["cls_logits"])
     return span + 0.5 * answer_class  # the original weighs the answer-class loss by 0.5
 
-  def train(self):  # pylint: disable=arguments-differ
+  def train_dataset(self):
     o = self.options
     path, count = self._feature_file(self.train_examples, o.train_file, True)
     logger.info("Training: %d questions, %d features, %d steps of %d", len(self.train_examples),
-                count, self.train_steps, o.train_batch_size)
-    dataset = squad_data.squad_dataset(path, o.max_seq_length, o.train_batch_size, True,
-                                       seed=o.seed)
-    super().train(dataset)
+                count, self.schedule().train_steps, o.train_batch_size)
+    return squad_data.squad_dataset(path, o.max_seq_length, o.train_batch_size, True,
+                                    seed=o.seed)
 
   # --- predict ------------------------------------------------------------------------------
-  def _raw_results(self, path, num_features):
+  def _raw_results(self, model, path, num_features):
     """unique_id -> the model's outputs (NumPy) for every feature of `path`."""
     o = self.options
-    model = self.model
 
     @tf.function
     def step(batch):
@@ -223,18 +201,18 @@ class SquadRunner(FineTuner):
       return "cmrc2018"
     return "squad"
 
-  def predict(self):
+  def predict(self, model, step):
     """Writes the prediction files, then, when questions have answers, scores those in
-    eval_results.txt; returns the metrics or None."""
+    eval_results.txt (and the eval summaries); returns the metrics or None."""
     o = self.options
     examples = self.predict_examples or squad_data.read_squad_examples(
         o.predict_file, False, o.version_2_with_negative)
     path, count = self._feature_file(examples, o.predict_file, False)
     features = squad_data.read_squad_features(path)
-    results = self._raw_results(path, count)
+    results = self._raw_results(model, path, count)
     scored, unanswered = squad_data.scored_questions(
         squad_data.load_squad_json(o.predict_file), o.version_2_with_negative)
-    files = {"predictions": os.path.join(o.output_dir, "predictions.json"),
+    written = {"predictions": os.path.join(o.output_dir, "predictions.json"),
              "nbest": os.path.join(o.output_dir, "nbest_predictions.json")}
     null_odds = None
     if not o.version_2_with_negative:
@@ -249,13 +227,13 @@ class SquadRunner(FineTuner):
         threshold = squad_data.evaluate(scored, raw, raw_null_odds)["best_f1_thresh"]
       predictions, nbest, null_odds = squad_data.postprocess_v2(
           examples, features, results, o.n_best_size, o.max_answer_length, threshold)
-      files["null_odds"] = os.path.join(o.output_dir, "null_odds.json")
-      squad_data.write_json(files["null_odds"], null_odds)
+      written["null_odds"] = os.path.join(o.output_dir, "null_odds.json")
+      squad_data.write_json(written["null_odds"], null_odds)
       self.null_score_diff_threshold = threshold
     # Written before scoring, so a scoring failure cannot lose a long prediction run.
-    squad_data.write_json(files["predictions"], predictions)
-    squad_data.write_json(files["nbest"], nbest)
-    logger.info("Wrote %s", ", ".join(files.values()))
+    squad_data.write_json(written["predictions"], predictions)
+    squad_data.write_json(written["nbest"], nbest)
+    logger.info("Wrote %s", ", ".join(written.values()))
     if not scored:
       logger.info("%s has no answers to score: wrote the predictions, no eval_results.txt",
                   o.predict_file)
@@ -277,49 +255,23 @@ class SquadRunner(FineTuner):
     if unanswered:
       metrics["skipped_unanswered"] = len(unanswered)
     metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
-    metrics["global_step"] = self.global_step
+    metrics["global_step"] = step
     write_results(os.path.join(o.output_dir, "eval_results.txt"), metrics)
-    writer = tf.summary.create_file_writer(os.path.join(o.output_dir, "eval"))
-    with writer.as_default(step=self.global_step):
-      for key, value in metrics.items():
-        tf.summary.scalar(key, value)
-    writer.flush()
-    logger.info("Eval (%s metric) at step %d: %s", metric, self.global_step,
+    write_summaries(os.path.join(o.output_dir, "eval"), metrics, step)
+    logger.info("Eval (%s metric) at step %d: %s", metric, step,
                 ", ".join(f"{k} = {metrics[k]:.2f}" for k in main))
     return metrics
 
   null_score_diff_threshold = None  # v2: the threshold of the last prediction
 
-  def export(self):
-    """A (question, context) -> answer serving SavedModel of the current weights."""
-    from albert_tf.export.squad_serving import export_squad  # pylint: disable=g-import-not-at-top
+  def serving(self):
+    """A (question, context) -> answer serving SavedModel; v2's null-score threshold is
+    --null_score_diff_threshold, else the one the last prediction found."""
     o = self.options
     threshold = o.null_score_diff_threshold
     if threshold is None:
       threshold = self.null_score_diff_threshold
-    path = export_squad(self.model, o.export_dir, spm_model_file=o.spm_model_file,
-                        vocab_file=None if o.spm_model_file else o.vocab_file,
-                        do_lower_case=o.do_lower_case, max_seq_length=o.max_seq_length,
-                        doc_stride=o.doc_stride, max_query_length=o.max_query_length,
-                        n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
-                        null_score_diff_threshold=threshold)
-    logger.info("Exported the serving model (question, context -> answer) to %s", path)
-    return path
-
-
-def run_squad(options, strategy=None):
-  """What run_squad.py does; returns the prediction metrics (or None)."""
-  if not (options.do_train or options.do_predict or options.export_dir):
-    raise ValueError("at least one of --do_train, --do_predict or --export_dir must be set")
-  runner = SquadRunner(options, strategy)
-  runner.restore_or_initialize()
-  metrics = None
-  if options.do_train:
-    runner.train()
-  if options.do_predict:
-    with sigterm_raises("the prediction"):
-      metrics = runner.predict()
-  if options.export_dir:
-    with sigterm_raises(f"the export to {options.export_dir}"):
-      runner.export()
-  return metrics
+    return Serving("squad", dict(
+        self.vocabulary(), max_seq_length=o.max_seq_length, doc_stride=o.doc_stride,
+        max_query_length=o.max_query_length, n_best_size=o.n_best_size,
+        max_answer_length=o.max_answer_length, null_score_diff_threshold=threshold))

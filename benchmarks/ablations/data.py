@@ -6,7 +6,7 @@ import os
 import random
 import re
 
-from albert_tf.guards import write_text_atomically
+from albert_tf import files
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -68,7 +68,7 @@ def write_corpus(documents, directory, num_files):
   paths = []
   for i in range(num_files):
     path = os.path.join(directory, f"part-{i}.txt")
-    write_text_atomically(path, "".join("\n".join(document) + "\n\n"
+    files.write_text(path, "".join("\n".join(document) + "\n\n"
                                         for document in documents[i::num_files]))
     paths.append(path)
   return paths
@@ -76,13 +76,13 @@ def write_corpus(documents, directory, num_files):
 
 def prepare_data(work, scale):
   """{name: shard glob} of the four pretraining sets (made once per work dir)."""
-  from albert_tf.data.create import CreationOptions, create_pretraining_data  # pylint: disable=import-outside-toplevel
+  from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data  # pylint: disable=import-outside-toplevel
   books = sorted(glob.glob(os.path.join(BOOKS, "*.txt")))
   train, held_out = split_documents(books, seed=7, fraction=scale.corpus_fraction)
   data = os.path.join(work, "data")
   sets = {}
-  for split, documents, files in (("train", train, TRAIN_FILES), ("eval", held_out, 1)):
-    inputs = write_corpus(documents, os.path.join(data, f"{split}_text"), files)
+  for split, documents, count in (("train", train, TRAIN_FILES), ("eval", held_out, 1)):
+    inputs = write_corpus(documents, os.path.join(data, f"{split}_text"), count)
     for style in ("sop", "nsp"):
       name = f"{split}_{style}"
       shards = [os.path.join(data, f"{name}-{i}.tfrecord") for i in range(2)]
@@ -115,7 +115,7 @@ def prepare_glue(work, scale):
       with open(os.path.join(GLUE, folder, f"{split}.tsv"), encoding="utf-8") as f:
         lines = f.readlines()
       kept = lines if not n else lines[:1 + n]  # the header and the first n examples
-      write_text_atomically(path, "".join(kept))
+      files.write_text(path, "".join(kept))
     tasks[task] = target
   return tasks
 

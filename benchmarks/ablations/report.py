@@ -3,7 +3,7 @@
 import json
 import os
 
-from albert_tf.guards import write_text_atomically
+from albert_tf import files
 from benchmarks.ablations.claims import (PAPER, PAPER_SIDE, above_chance, downstream,
                                          majority_share_runs, mean)
 
@@ -169,7 +169,7 @@ def write_report(report_dir, all_results):
             "machine each study names; the paper's are quoted beside them, not rerun.", ""]
   body = [study_section(study, entry) for study, entry in all_results.items()]
   text = "\n".join(header + body)
-  write_text_atomically(os.path.join(report_dir, "REPORT.md"), text)
+  files.write_text(os.path.join(report_dir, "REPORT.md"), text)
 
 
 def machine_info():
@@ -197,7 +197,7 @@ def load_results(report_dir):
 
 
 def save_results(report_dir, all_results):
-  write_text_atomically(os.path.join(report_dir, "results.json"),
+  files.write_text(os.path.join(report_dir, "results.json"),
                         json.dumps(all_results, indent=1) + "\n")
 
 

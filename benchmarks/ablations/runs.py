@@ -5,7 +5,7 @@ import json
 import os
 import time
 
-from albert_tf.guards import write_text_atomically
+from albert_tf import files
 from benchmarks.ablations.data import SPM
 from benchmarks.ablations.variants import config_for, run_key
 
@@ -16,7 +16,7 @@ def _stage(path, compute):
     with open(path, encoding="utf-8") as f:
       return json.load(f)
   value = compute()
-  write_text_atomically(path, json.dumps(value, indent=1))
+  files.write_text(path, json.dumps(value, indent=1))
   return value
 
 
@@ -40,9 +40,11 @@ def train_curves(folder):
 
 def run_variant(variant, seed, scale, work, sets, glue):
   """Pretrains, evaluates and fine-tunes one variant at one seed; returns its metrics."""
-  from albert_tf.summary import parameter_counts  # pylint: disable=import-outside-toplevel
-  from albert_tf.tasks.classification import ClassifierOptions, run_classifier  # pylint: disable=import-outside-toplevel
-  from albert_tf.tasks.pretraining import PretrainingOptions, run_pretraining  # pylint: disable=import-outside-toplevel
+  from albert_tf.cli.summary import parameter_counts  # pylint: disable=import-outside-toplevel
+  from albert_tf.cli.runs import run_classifier  # pylint: disable=import-outside-toplevel
+  from albert_tf.tasks.classification import (ClassifierOptions)  # pylint: disable=import-outside-toplevel
+  from albert_tf.cli.runs import run_pretraining  # pylint: disable=import-outside-toplevel
+  from albert_tf.tasks.pretraining import (PretrainingOptions)  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   folder = os.path.join(work, "runs", run_key(variant, scale, seed))
   os.makedirs(folder, exist_ok=True)

@@ -6,7 +6,7 @@ the `random.Random` passed in, so a seeded rng reproduces the instances exactly.
 
 import dataclasses
 
-from albert_tf.data.masking import ngram_mask
+from albert_tf.data.pretraining.masking import ngram_mask
 
 
 @dataclasses.dataclass

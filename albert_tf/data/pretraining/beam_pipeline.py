@@ -38,8 +38,9 @@ import shlex
 import time
 import typing
 
-from albert_tf.data import create
-from albert_tf.data import records
+from albert_tf import files
+from albert_tf.data.pretraining import create
+from albert_tf.data.pretraining import records
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "albert_tf"
@@ -121,9 +122,9 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
 
     def process(self, item):
       shard, shard_records = item
-      temp = records.temporary_name(output_files[shard])
+      temp = files.temporary_name(output_files[shard])
       count, batch = 0, []
-      with create.open_binary(temp, "wb") as f:
+      with files.open_file(temp, "wb") as f:
         for record in shard_records:
           batch.append(record)
           if len(batch) >= 1024:
@@ -143,21 +144,21 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
     totals = collections.Counter(stats)
     if totals["instances"] == 0:
       for output in output_files:
-        for path in create.temporary_files(output):
-          create.remove_file(path)
+        for path in files.temporary_siblings(output):
+          files.remove(path)
       raise create.no_instances_error(input_files)
     counts = []
     for shard, output in enumerate(output_files):
       if shard in temps:
         temp, count = temps[shard]
       else:
-        temp, count = records.temporary_name(output), 0
-        with create.open_binary(temp, "wb"):
+        temp, count = files.temporary_name(output), 0
+        with files.open_file(temp, "wb"):
           pass
-      create.rename_file(temp, output)
+      files.rename(temp, output)
       counts.append(count)
-      for path in create.temporary_files(output):  # failed attempts' copies
-        create.remove_file(path)
+      for path in files.temporary_siblings(output):  # failed attempts' copies
+        files.remove(path)
     report = _merge_reports(reports)
     elapsed = time.time() - started
     metadata = create.build_metadata(options, input_files, output_files, counts, totals, report,
@@ -206,5 +207,5 @@ def create_pretraining_data(input_files, output_files, options, beam_pipeline_op
   with beam.Pipeline(options=pipeline_options) as pipeline:
     _build(pipeline, list(input_files), output_files, options, metadata_file, segmentation,
            runner, started)
-  with create.open_binary(metadata_file) as f:
+  with files.open_file(metadata_file, "rb") as f:
     return json.loads(f.read().decode("utf-8"))

@@ -1,6 +1,6 @@
 """Statistics of pretraining TFRecords (ours or the original's).
 
-    python -m albert_tf.data.inspect data/train-*.tfrecord [--spm_model_file=30k-clean.model]
+    python -m albert_tf.data.pretraining.statistics data/train-*.tfrecord [--spm_model_file=30k-clean.model]
 
 Prints the record count, the feature spec found in the files and the statistics SPEC.md's
 algorithm determines: sequence lengths, segment split, masked fraction and predictions per
@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from albert_tf.data.create import metadata_path
+from albert_tf.data.pretraining.create import metadata_path
 
 # Masked positions looked at before "none holds [MASK]" means the id is wrong: 80% of them
 # hold it, so 20 without one happen with probability 0.2 ** 20.

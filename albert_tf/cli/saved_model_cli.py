@@ -1,6 +1,6 @@
 """`saved_model_cli` with tensorflow-text's ops registered, for the raw-text SavedModels.
 
-    python -m albert_tf.export.saved_model_cli run --dir exported/base/fill_mask \
+    python -m albert_tf.cli.saved_model_cli run --dir exported/base/fill_mask \
         --tag_set serve --signature_def serving_default --input_exprs 'text=["a [MASK] day"]'
 
 TensorFlow's own `saved_model_cli` cannot run the preprocessing, fill-mask or classifier

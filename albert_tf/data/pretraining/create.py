@@ -29,11 +29,12 @@ import random
 import signal
 import time
 
+from albert_tf import files
 from albert_tf import signals
 from albert_tf import tokenization
-from albert_tf.data import records
-from albert_tf.data.instances import InstanceOptions, create_instances
-from albert_tf.data.masking import (MaskingOptions, continued_word_start, mark_continued,
+from albert_tf.data.pretraining import records
+from albert_tf.data.pretraining.instances import InstanceOptions, create_instances
+from albert_tf.data.pretraining.masking import (MaskingOptions, continued_word_start, mark_continued,
                                     num_to_predict)
 
 logger = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class CreationOptions:
 
 def expand_input_files(patterns):
   """Comma list of files and globs -> sorted files; a pattern matching nothing is an error."""
-  files = []
+  found = []
   for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
     if "://" in pattern:  # gs://... and the other file systems of TensorFlow
       import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -151,10 +152,10 @@ def expand_input_files(patterns):
       matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
     if not matches:
       raise FileNotFoundError(f"--input_file pattern matches no file: {pattern}")
-    files.extend(matches)
-  if not files:
+    found.extend(matches)
+  if not found:
     raise FileNotFoundError(f"--input_file {patterns!r} names no files")
-  return files
+  return found
 
 
 def metadata_path(output_files):
@@ -203,46 +204,6 @@ def iter_documents(input_files, options, report):
     yield from iter_file_documents(path, options, report)
 
 
-# Files: local ones directly, a path with a scheme (`gs://...`) through TensorFlow's file
-# systems (imported only then: the workers of a local job never load TensorFlow).
-def _gfile():
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return tf.io.gfile
-
-
-def open_binary(path, mode="rb"):
-  return _gfile().GFile(path, mode) if "://" in path else open(path, mode)
-
-
-def path_exists(path):
-  return _gfile().exists(path) if "://" in path else os.path.exists(path)
-
-
-def rename_file(source, target):
-  """`source` -> `target`, replacing it."""
-  if "://" in target:
-    _gfile().rename(source, target, overwrite=True)
-  else:
-    os.replace(source, target)
-
-
-def remove_file(path):
-  if "://" in path:
-    _gfile().remove(path)
-  else:
-    os.remove(path)
-
-
-def temporary_files(output_file):
-  """The `<output_file>.tmp-<8 hex>` files that writes of it left (stopped runs, failed
-  attempts)."""
-  if "://" in output_file:
-    found = _gfile().glob(output_file + ".tmp-*")
-  else:
-    found = glob.glob(glob.escape(output_file) + ".tmp-*")
-  return [p for p in found if records.TEMPORARY_NAME.search(p)]
-
-
 def iter_file_documents(path, options, report):
   """Yields the documents (lists of raw text lines) of one file, streaming.
 
@@ -256,7 +217,7 @@ def iter_file_documents(path, options, report):
   cut_at = None  # line where a long document was cut: a split if the document goes on
   max_document_bytes = 8 * options.block_bytes
   documents_before = report.documents
-  with open_binary(path) as f:
+  with files.open_file(path, "rb") as f:
     for line_number, raw in enumerate(f, start=1):
       report.bytes_read += len(raw)
       if line_number == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -354,7 +315,7 @@ def _init_worker(options):
   segment = None
   if segmented:
     # Imported here: only Chinese runs need jieba, and each worker loads its own dictionary.
-    from albert_tf.data import chinese  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.pretraining import chinese  # pylint: disable=import-outside-toplevel
     chinese.load_jieba()
     segment = chinese.encode_with_word_starts
     word_start = continued_word_start(word_start)
@@ -548,15 +509,9 @@ def _sigterm_interrupts():
 
 
 def remove_leftovers(output_files, metadata_file):
-  """Removes the temporary shards (`<shard>.tmp-<8 hex>`) and metadata (`<metadata>.tmp`) that
-  a killed run (SIGKILL, a crash) left behind: never complete, never read. Returns them."""
-  leftovers = [path for output in output_files for path in temporary_files(output)]
-  if path_exists(metadata_file + ".tmp"):
-    leftovers.append(metadata_file + ".tmp")
-  for path in leftovers:
-    logger.info("removing %s, left by a run that was stopped", path)
-    remove_file(path)
-  return leftovers
+  """Removes the temporaries of the shards and the metadata that a killed run (SIGKILL, a
+  crash) left behind: never complete, never read. Returns them."""
+  return files.remove_interrupted(paths=list(output_files) + [metadata_file])
 
 
 def check_job(input_files, output_files, options):
@@ -581,7 +536,7 @@ def check_job(input_files, output_files, options):
   segmentation = {"method": "none"}
   if options.word_segmentation == "jieba":
     try:
-      from albert_tf.data import chinese  # pylint: disable=import-outside-toplevel
+      from albert_tf.data.pretraining import chinese  # pylint: disable=import-outside-toplevel
     except ImportError as e:
       raise ValueError(f"--word_segmentation=jieba needs the jieba package ({e}); "
                        "pip install -r requirements.txt") from e
@@ -620,11 +575,7 @@ def build_metadata(options, input_files, output_files, counts, totals, report, e
 
 def write_metadata(metadata_file, metadata):
   """The JSON, written under a temporary name and renamed (any TensorFlow file system)."""
-  tmp = metadata_file + ".tmp"
-  text = (json.dumps(metadata, indent=2) + "\n").encode("utf-8")
-  with open_binary(tmp, "wb") as f:
-    f.write(text)
-  rename_file(tmp, metadata_file)
+  files.write_text(metadata_file, json.dumps(metadata, indent=2) + "\n")
 
 
 def log_summary(options, totals, output_files, elapsed, metadata_file, bad_lines):

@@ -6,8 +6,8 @@ import os
 import tensorflow as tf
 from google.protobuf import message
 
-from albert_tf.data.dynamic_masking import DynamicMaskingOptions, dynamic_mask
-from albert_tf.data.records import decode_record, decode_unmasked_record
+from albert_tf.data.pretraining.dynamic_masking import DynamicMaskingOptions, dynamic_mask
+from albert_tf.data.pretraining.records import decode_record, decode_unmasked_record
 
 EVAL_MASKING_SEED = 20191  # eval's dynamic masks are the same at every evaluation
 

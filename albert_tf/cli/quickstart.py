@@ -1,6 +1,6 @@
 """The main job, end to end on a built-in corpus: text -> SentencePiece -> data -> pretraining.
 
-    python -m albert_tf.quickstart [--output_dir runs/quickstart] [--num_train_steps 600]
+    python -m albert_tf.cli.quickstart [--output_dir runs/quickstart] [--num_train_steps 600]
 
 1. builds a default English corpus from the docstrings of Python's standard library (every
    Python installation has it; nothing is downloaded), one sentence per line, one docstring
@@ -22,7 +22,9 @@ import sys
 import sysconfig
 import time
 
-logger = logging.getLogger("albert_tf.quickstart")
+from albert_tf import files
+
+logger = logging.getLogger("albert_tf.cli.quickstart")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
@@ -31,10 +33,10 @@ def stdlib_docstrings(max_bytes):
   """Docstrings of the standard library's modules, classes and functions (sorted, stable)."""
   root = sysconfig.get_paths()["stdlib"]
   total = 0
-  for folder, dirs, files in os.walk(root):
+  for folder, dirs, names in os.walk(root):
     dirs[:] = sorted(d for d in dirs if d not in ("test", "tests", "site-packages", "idlelib",
                                                   "__pycache__"))
-    for name in sorted(files):
+    for name in sorted(names):
       if not name.endswith(".py"):
         continue
       try:
@@ -55,7 +57,7 @@ def stdlib_docstrings(max_bytes):
 def write_corpus(path, max_bytes):
   """One sentence per line, a blank line after each docstring; returns (documents, bytes)."""
   documents = 0
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
+  with files.atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
     for doc in stdlib_docstrings(max_bytes):
       paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", doc)]
       sentences = [s for p in paragraphs if p for s in _SENTENCE_END.split(p)]
@@ -63,7 +65,6 @@ def write_corpus(path, max_bytes):
         continue
       f.write("\n".join(sentences) + "\n\n")
       documents += 1
-  os.replace(path + ".tmp", path)
   return documents, os.path.getsize(path)
 
 
@@ -100,7 +101,7 @@ def plot_curves(history, evaluation, path, before=None):
 def build_data(out, corpus_mb=4.0, vocab_size=4000, max_seq_length=128, dupe_factor=3):
   """Steps 1-3 in `out`: corpus, SentencePiece model, four shards of pretraining data (the
   last one for eval). Returns (spm model file, shards)."""
-  from albert_tf.data.create import (CreationOptions,  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.pretraining.create import (CreationOptions,  # pylint: disable=g-import-not-at-top
                                      create_pretraining_data)
   from albert_tf.tokenization.train_spm import train_sentencepiece  # pylint: disable=g-import-not-at-top
   corpus = os.path.join(out, "corpus.txt")
@@ -166,7 +167,7 @@ def run(args):
 def _query_fill_mask(out, model_file):
   """Exports the trained model as a raw-text fill-mask SavedModel and asks it a question."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.checkpoints import load_checkpoint  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop.checkpoints import load_checkpoint  # pylint: disable=g-import-not-at-top
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=g-import-not-at-top
@@ -184,7 +185,8 @@ def _query_fill_mask(out, model_file):
 
 
 def _pretrain(args, config_file, shards, out, history):
-  from albert_tf.tasks.pretraining import PretrainingOptions, run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.cli.runs import run_pretraining  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.pretraining import PretrainingOptions  # pylint: disable=g-import-not-at-top
   common = dict(albert_config_file=config_file, output_dir=os.path.join(out, "model"),
                 max_seq_length=args.max_seq_length, max_predictions_per_seq=20,
                 train_batch_size=args.train_batch_size, eval_batch_size=args.train_batch_size,

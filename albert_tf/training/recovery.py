@@ -14,16 +14,14 @@ import json
 import logging
 import os
 import re
-import uuid
 
 import tensorflow as tf
 
-from albert_tf.data import records
+from albert_tf import files
+from albert_tf.config import CONFIG_NAME, MODEL_FLAGS_NAME
 
 logger = logging.getLogger(__name__)
 
-CONFIG_NAME = "albert_config.json"
-MODEL_FLAGS_NAME = "model_flags.json"
 DISCARDED_DIR = "nonfinite"
 DAMAGED_DIR = "damaged"
 
@@ -62,7 +60,7 @@ def check_run_config(output_dir, config, config_file, resuming, model_flags=None
       continue
     if resuming and tf.io.gfile.exists(path):
       continue
-    write_text_atomically(path, json.dumps(wanted[name], indent=2, sort_keys=True) + "\n")
+    files.write_json(path, wanted[name], sort_keys=True)
 
 
 def _differences(before, after):
@@ -70,64 +68,6 @@ def _differences(before, after):
   missing = object()
   return [f"{k}: {before.get(k, 'unset')!r} there vs {after.get(k, 'unset')!r} now"
           for k in keys if before.get(k, missing) != after.get(k, missing)]
-
-
-# --- writing ---------------------------------------------------------------------------------
-def check_writable(folder, flag="--output_dir"):
-  """Creates `folder` and proves a file can be written there; else one clear OSError."""
-  probe = os.path.join(folder, f".write-test-{uuid.uuid4().hex}")
-  try:
-    tf.io.gfile.makedirs(folder)
-    with tf.io.gfile.GFile(probe, "w") as f:
-      f.write("ok")
-    tf.io.gfile.remove(probe)
-  except (tf.errors.OpError, OSError) as e:
-    raise OSError(f"{flag}={folder} is not writable: {_cause(e)}") from None
-
-
-def write_text_atomically(path, text):
-  """Writes `path` through a temporary file and a rename: readers see old or new, whole."""
-  tmp = records.temporary_name(path)
-  try:
-    tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-  except (tf.errors.OpError, OSError) as e:
-    _remove_quietly(tmp)
-    raise OSError(f"could not write {path}: {_cause(e)}") from None
-  except BaseException:  # a stop request (SIGTERM's Preempted, Ctrl-C) mid-write
-    _remove_quietly(tmp)
-    raise
-
-
-# `check_writable`'s probe (a stopped write's temporary is records.TEMPORARY_NAME).
-_PROBE_NAME = re.compile(r"^\.write-test-[0-9a-f]{32}$")
-
-
-def remove_interrupted_writes(output_dir, export_dir=None):
-  """Removes what a stopped run (SIGKILL, or SIGTERM mid-write) left half-written in its
-  `output_dir` and the temporary folders of its export to `export_dir` (`<export_dir>.tmp*`).
-  Whole files are only ever renamed into place, so these are never anyone's results. (A
-  shared --cached_dir is left alone: another job may be writing its features there now.)"""
-  leftovers = []
-  if tf.io.gfile.isdir(output_dir):
-    leftovers += [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
-                  if records.TEMPORARY_NAME.search(name.rstrip("/"))
-                  or _PROBE_NAME.search(name.rstrip("/"))]
-  if export_dir:
-    leftovers += tf.io.gfile.glob(export_dir.rstrip("/") + ".tmp*")
-  for path in leftovers:
-    logger.info("removing %s, left by a stopped run", path)
-    if tf.io.gfile.isdir(path):
-      tf.io.gfile.rmtree(path)
-    else:
-      tf.io.gfile.remove(path)
-
-
-def write_results(path, results):
-  """`key = value` lines, sorted by key (the original's eval_results.txt), written atomically."""
-  write_text_atomically(path, "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
 
 
 def save_checkpoint(manager, step):
@@ -140,7 +80,7 @@ def save_checkpoint(manager, step):
     for path in tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(prefix + ".*"):
       _remove_quietly(path)
     kept = tf.train.latest_checkpoint(manager.directory)
-    raise OSError(f"could not write checkpoint {prefix}: {_cause(e)}; the last complete "
+    raise OSError(f"could not write checkpoint {prefix}: {files.cause(e)}; the last complete "
                   f"checkpoint is {kept or 'none'}") from None
 
 
@@ -150,14 +90,6 @@ def remove_stale_temp_checkpoints(folder):
     if tf.io.gfile.isdir(path):
       logger.info("removing %s, left by an interrupted checkpoint write", path)
       _remove_quietly(path)
-
-
-def _cause(error):
-  message = getattr(error, "message", None) or str(error)
-  message = message.strip().splitlines()[0] if message.strip() else type(error).__name__
-  if isinstance(error, OSError) and error.strerror:
-    message = error.strerror
-  return message
 
 
 def _remove_quietly(path):
@@ -220,6 +152,15 @@ def _set_aside(manager, first_number, folder_name):
   return moved
 
 
+class NonfiniteOutputs(FloatingPointError):
+  """A task's evaluation found outputs (or a loss) that are not finite; the run turns it into
+  `nonfinite_eval_error`, which names the step and the checkpoint."""
+
+  def __init__(self, loss):
+    super().__init__(f"eval loss is {loss}")
+    self.loss = loss
+
+
 def nonfinite_eval_error(loss, step, checkpoint):
   """The error for an evaluation whose loss is not finite: nothing is written for it."""
   return FloatingPointError(
@@ -255,14 +196,14 @@ def is_record_error(error):
   return False
 
 
-def locate_bad_record(files, parse, error):
+def locate_bad_record(paths, parse, error):
   """ValueError naming the file (and record) behind `error`, found by reading each file whole
   with `parse`; None when every file reads cleanly (the error was not the data's)."""
   offset = re.search(r"(?:corrupted|truncated) record at (\d+)", str(error))
-  candidates = files
+  candidates = paths
   if offset:  # The offset is within one file: only files that long can hold it.
     at = int(offset.group(1))
-    candidates = [f for f in files if tf.io.gfile.stat(f).length > at] or files
+    candidates = [f for f in paths if tf.io.gfile.stat(f).length > at] or paths
   for path in candidates:
     count = 0
     try:

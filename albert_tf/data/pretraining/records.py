@@ -7,11 +7,11 @@ for tf.data and imports TensorFlow lazily.
 """
 
 import os
-import re
 import struct
-import uuid
 
 import numpy as np
+
+from albert_tf import files
 
 # name -> (dtype, length): "seq" = max_seq_length, "pred" = max_predictions_per_seq.
 PRETRAINING_FEATURES = {
@@ -208,20 +208,6 @@ def frame_records(records):
   return b"".join(parts)
 
 
-# Atomic writes go to `<path>.tmp-<8 hex>` (shards, records, guards' text files), renamed when
-# complete; TEMPORARY_NAME matches what a stopped one left, for the next run to remove.
-TEMPORARY_NAME = re.compile(r"\.tmp-[0-9a-f]{8}$")
-
-
-def _temporary_token():
-  return uuid.uuid4().hex[:8]
-
-
-def temporary_name(path):
-  """Where an atomic write of `path` goes until it is complete."""
-  return f"{path}.tmp-{_temporary_token()}"
-
-
 class AtomicShardWriter:
   """Writes TFRecord shards under temporary names; `commit()` renames them into place.
 
@@ -235,8 +221,7 @@ class AtomicShardWriter:
       folder = os.path.dirname(os.path.abspath(path))
       if not os.path.isdir(folder):
         raise FileNotFoundError(f"output folder does not exist: {folder} (for {path})")
-    token = _temporary_token()
-    self.temp_files = [f"{p}.tmp-{token}" for p in self.output_files]
+    self.temp_files = [files.temporary_name(p) for p in self.output_files]
     self._handles = [open(t, "wb") for t in self.temp_files]
     self.counts = [0] * len(self.output_files)
     self._next = 0
@@ -275,16 +260,10 @@ def write_tfrecord_atomically(path, records):
   """Writes serialized records (bytes) to `path` under a temporary name, renamed when complete:
   the file appears only whole, and a failure removes the temporary. Returns the count."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  temp = temporary_name(path)
   count = 0
-  try:
+  with files.atomic_path(path) as temp:
     with tf.io.TFRecordWriter(temp) as writer:
       for record in records:
         writer.write(record)
         count += 1
-    tf.io.gfile.rename(temp, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temp):
-      tf.io.gfile.remove(temp)
-    raise
   return count

@@ -1,8 +1,8 @@
-"""The training core: one loop under every job (pretraining, classification, SQuAD, distillation).
+"""The training loop: one loop under every task (pretraining, classification, SQuAD, RACE, NER,
+distillation).
 
-A job is a `Task`: it builds its model, says how a micro-batch's loss is normalised over the
-global batch, and loads its starting weights. `TrainingCore` does everything else, the same way
-for every task:
+A task (`task.Task`) describes its job: its model, loss and how it normalises over the global
+batch, its starting weights. `TrainingLoop` does everything else, the same way for every task:
 
 - the strategy scope, precision (`float16` with dynamic loss scaling, `bfloat16`), XLA for the
   forward and backward pass, recompute of the transformer blocks, frozen parts;
@@ -11,240 +11,51 @@ for every task:
   the loss is normalised over the whole global batch, so any split gives one device's result;
 - checkpoints that resume exactly (model, optimizer, step and the input position), the run's
   config checked on resume, progress lines with examples/s and ETA, TensorBoard summaries;
-- the guards: a non-finite loss stops at the step that produced it and sets aside the
-  checkpoints of bad weights; failed checkpoint writes are one clear error;
+- the guards (`recovery`): a non-finite loss stops at the step that produced it and sets aside
+  the checkpoints of bad weights; failed checkpoint writes are one clear error;
 - SIGTERM (preemption) ends the loop within one step, saves a checkpoint and raises
-  `Preempted`, so the scripts exit 0 and the same command resumes; outside the loop (a dev
-  evaluation, the job's export) `sigterm_raises` stops the work at once.
+  `Preempted`, so the scripts exit 0 and the same command resumes (`preemption`).
 
 orbit's `Controller` drives the loop (inner loops of `iterations_per_loop` steps, cut at
-checkpoint steps; train summaries; its progress line). The core implements orbit's
-`AbstractTrainer` itself rather than `StandardTrainer`: its loop must stop inside a
-`tf.function` at the first non-finite loss or on SIGTERM, which `StandardTrainer`'s fixed
-`tf.while_loop` cannot. Checkpoints are written by a train action through the guards (orbit's
+checkpoint steps; train summaries; its progress line). The loop implements orbit's
+`AbstractTrainer` itself rather than `StandardTrainer`: it must stop inside a `tf.function` at
+the first non-finite loss or on SIGTERM, which `StandardTrainer`'s fixed `tf.while_loop`
+cannot. Checkpoints are written by a train action through the guards (orbit's
 `SaveCheckpointIfPreempted` needs a cluster's preemption watcher and exits 42; users of a
 single machine get SIGTERM and expect 0).
 """
 
-import contextlib
-import dataclasses
 import logging
 import math
 import os
-import signal
-import threading
 import time
 
 import orbit
 import tensorflow as tf
 import tf_keras
 
-from albert_tf import guards
-from albert_tf import signals
-from albert_tf.checkpoints import native_checkpoint, tf1_variable_map
+from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.modeling.transformer import set_recompute_grad
-from albert_tf.optimization import AlbertLearningRate, clip_gradients, create_optimizer
+from albert_tf.training import recovery
+from albert_tf.training.freezing import freeze_parts
+from albert_tf.training.optimization import AlbertLearningRate, clip_gradients, create_optimizer
+from albert_tf.training.options import check_options
+from albert_tf.training.precision import precision_policy
+from albert_tf.training.preemption import Preempted, sigterm_raises, sigterm_stops
+from albert_tf.training.progress import Progress
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
-
-@dataclasses.dataclass
-class CoreOptions:
-  """The flags every training job shares (each job's options extend these)."""
-  output_dir: str = None
-  train_batch_size: int = 32
-  optimizer: str = "adamw"
-  learning_rate: float = 5e-5
-  weight_decay_rate: float = 0.01
-  bias_correction: bool = False
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
-  iterations_per_loop: int = 1000
-  gradient_accumulation_steps: int = 1
-  mixed_precision: str = "float32"
-  jit_compile: bool = False
-  recompute_grad: bool = False
-  freeze: tuple = ()
-  seed: int = None
-  log_every_seconds: float = 10.0
-  checkpoint_input_pipeline: bool = True
-
-  # What a value must be to mean anything (`check_options`); None is "not given".
-  BOUNDS = {"train_batch_size": ">= 1", "learning_rate": "> 0", "weight_decay_rate": ">= 0",
-            "save_checkpoints_steps": ">= 1", "keep_checkpoint_max": ">= 1",
-            "iterations_per_loop": ">= 1", "gradient_accumulation_steps": ">= 1",
-            "seed": ">= 0", "log_every_seconds": ">= 0"}
-
-
-def _allows(rule, value):
-  """Whether `value` meets `rule`: ">= 1", "> 0", "in [0, 1]" or "in [0, 1)"."""
-  if rule.startswith("in "):
-    low, high = (float(x) for x in rule[4:-1].split(","))
-    return low <= value and (value < high if rule.endswith(")") else value <= high)
-  op, bound = rule.split()
-  return value >= float(bound) if op == ">=" else value > float(bound)
-
-
-def check_options(options):
-  """Refuses option values that cannot mean anything (a batch of 0, negative steps, a student
-  of 0 layers), naming the flag and the rule, before any work: such a value is never replaced
-  by a default nor left to fail later under another name.
-
-  Each options dataclass lists its rules in a `BOUNDS` class attribute ({field: rule}) and the
-  flags named otherwise than their fields in `FLAG_NAMES`; nested options (distillation's)
-  are checked too.
-  """
-  for klass in type(options).__mro__:
-    for name, rule in vars(klass).get("BOUNDS", {}).items():
-      value = getattr(options, name)
-      if value is not None and not _allows(rule, value):
-        flag = getattr(options, "FLAG_NAMES", {}).get(name, name)
-        raise ValueError(f"--{flag} must be {rule}, got {value!r}")
-  for field in dataclasses.fields(options):
-    value = getattr(options, field.name)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-      check_options(value)
-
-
-class Preempted(BaseException):
-  """SIGTERM stopped the job; `checkpoint` holds the state to resume from.
-
-  `during` names the work outside the training loop that it stopped (an evaluation, the
-  export), which the same command does again. A BaseException, as KeyboardInterrupt: a
-  request to stop that no `except Exception` on the way may swallow.
-  """
-
-  def __init__(self, checkpoint, step, during=None):
-    if during is None:
-      message = (f"stopped by SIGTERM at step {step}; saved {checkpoint}: run the same "
-                 "command again to resume")
-    else:
-      saved = f" ({checkpoint} is saved)" if checkpoint else ""
-      message = (f"stopped by SIGTERM during {during}{saved}; its outputs appear only "
-                 "whole: run the same command again to finish the job")
-    super().__init__(message)
-    self.checkpoint = checkpoint
-    self.step = step
-    self.during = during
-
-
-class Task:
-  """A job on the core. Subclasses set `options`, `config`, `config_file` and create
-  `self.core = TrainingCore(self, ...)`; they override what their job needs."""
-
-  core = None
-
-  def build_model(self):
-    """The trained Keras model (called under the strategy scope and precision policy)."""
-    raise NotImplementedError
-
-  def train_loss(self, model, batch, normalizers):
-    """(this micro-batch's share of the global-batch loss, aux for `update_train_metrics`)."""
-    raise NotImplementedError
-
-  def normalizers(self, batch):
-    """Per-replica sums that, summed over replicas, normalise the loss (default: examples)."""
-    return {"examples": tf.cast(tf.shape(batch[next(iter(batch))])[0], tf.float32)}
-
-  def initialize(self, model):
-    """Loads the starting weights when there is no checkpoint to resume."""
-
-  def model_flags(self):
-    """Flags besides albert_config.json that shape the model's variables (checked on resume)."""
-    return {}
-
-  def lr_multipliers(self, model):
-    return None
-
-  def checkpoint_items(self):
-    """Trackables trained besides the model (saved and restored with it)."""
-    return {}
-
-  def trainable_variables(self, model):
-    return model.trainable_variables
-
-  def build_metrics(self):
-    """Train metrics besides the loss: an object with update(batch, aux), result(), reset()."""
-    return None
-
-  def progress(self, results):
-    """Extra fields of the progress line."""
-    return ""
-
-  def train_steps_flag(self):
-    """The flag that set the step budget, with its value (for messages)."""
-    return f"--num_train_steps={self.core.train_steps}"
-
-  def locate_bad_record(self, error):
-    """An error naming the input file behind a record error, or None."""
-    return None
-
-  # Shortcuts to the core's state.
-  model = property(lambda self: self.core.model)
-  optimizer = property(lambda self: self.core.optimizer)
-  manager = property(lambda self: self.core.manager)
-  schedule = property(lambda self: self.core.schedule)
-  write_dir = property(lambda self: self.core.write_dir)
-  global_step = property(lambda self: self.core.global_step)
-
-  def restore_or_initialize(self):
-    return self.core.restore_or_initialize()
-
-
-@contextlib.contextmanager
-def precision_policy(name):
-  """Keras' global dtype policy for the models built inside; restored after."""
-  if name not in PRECISIONS:
-    raise ValueError(f"--mixed_precision={name} is not one of {', '.join(PRECISIONS)}")
-  previous = tf_keras.mixed_precision.global_policy()
-  tf_keras.mixed_precision.set_global_policy(PRECISIONS[name])
-  try:
-    yield
-  finally:
-    tf_keras.mixed_precision.set_global_policy(previous)
-
-
-def freeze_parts(model, parts):
-  """The variables of the named parts: `embeddings` (word, position and token-type embeddings,
-  their LayerNorm and the E -> H projection), `group_<g>` (one transformer group of the
-  encoder), `pooler`. Unknown names are an error listing the model's parts."""
-  parts = [p.strip() for p in (parts or ()) if p.strip()]
-  if not parts:
-    return set()
-  found = {}
-  for name, variable in tf1_variable_map(model).items():
-    part = _part_of(name)
-    if part:
-      found.setdefault(part, []).append(variable)
-  unknown = [p for p in parts if p not in found]
-  if unknown:
-    raise ValueError(f"--freeze={','.join(unknown)}: this model's parts are "
-                     f"{', '.join(sorted(found))} (with full sharing every layer is group_0)")
-  return {v.ref() for p in parts for v in found[p]}
-
-
-def _part_of(tf1_name):
-  if tf1_name.startswith("bert/embeddings/") or "embedding_hidden_mapping_in" in tf1_name:
-    return "embeddings"
-  if tf1_name.startswith("bert/encoder/transformer/"):
-    return tf1_name.split("/")[3]
-  if tf1_name.startswith("bert/pooler/"):
-    return "pooler"
-  return None
-
-
-class TrainingCore(orbit.AbstractTrainer):
+class TrainingLoop(orbit.AbstractTrainer):
   """Model, optimizer, checkpoints and the training loop of one task on one strategy."""
 
-  def __init__(self, task, options, strategy=None, train_steps=0, warmup_steps=0,
-               start_warmup_step=0, poly_power=1.0, do_train=True):
+  def __init__(self, task, options, strategy=None, do_train=True):
     o = self.options = options
     self.task = task
-    task.core = self
     self.strategy = strategy or tf.distribute.get_strategy()
-    self.train_steps = train_steps
+    schedule = task.schedule()
+    self.train_steps = schedule.train_steps
     self.do_train = do_train
     check_options(o)
     k = o.gradient_accumulation_steps
@@ -257,8 +68,9 @@ class TrainingCore(orbit.AbstractTrainer):
     with precision_policy(o.mixed_precision), self.strategy.scope():
       self.model = task.build_model()
       set_recompute_grad(self.model, o.recompute_grad)
-      self.schedule = AlbertLearningRate(o.learning_rate, max(train_steps, 1), warmup_steps,
-                                         start_warmup_step, poly_power)
+      self.schedule = AlbertLearningRate(o.learning_rate, max(schedule.train_steps, 1),
+                                         schedule.warmup_steps, schedule.start_warmup_step,
+                                         schedule.poly_power)
       optimizer = create_optimizer(o.optimizer, self.schedule, o.weight_decay_rate,
                                    o.bias_correction,
                                    lr_multipliers=task.lr_multipliers(self.model))
@@ -291,14 +103,15 @@ class TrainingCore(orbit.AbstractTrainer):
       return self._restored
     task = self.task
     latest = self.manager.latest_checkpoint
-    guards.remove_stale_temp_checkpoints(self.write_dir)
-    guards.check_run_config(self.write_dir, task.config, task.config_file,
-                            resuming=latest is not None, model_flags=task.model_flags())
+    recovery.remove_stale_temp_checkpoints(self.write_dir)
+    config, config_file = task.model_config()
+    recovery.check_run_config(self.write_dir, config, config_file, resuming=latest is not None,
+                              model_flags=task.model_flags())
     if latest:
       try:
         status = self._restorable(latest).restore(latest)
       except (tf.errors.OpError, IndexError) as e:  # TensorFlow's reader on damaged files
-        raise guards.damaged_checkpoint_error(self.manager, latest,
+        raise recovery.damaged_checkpoint_error(self.manager, latest,
                                               getattr(e, "message", e)) from None
       status.assert_existing_objects_matched()
       status.expect_partial()  # eval-only runs have no optimizer slots to restore into
@@ -399,7 +212,7 @@ class TrainingCore(orbit.AbstractTrainer):
     try:
       return function(*args)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      if not guards.is_record_error(e):
+      if not recovery.is_record_error(e):
         raise
       located = self.task.locate_bad_record(e)
       if located is None:
@@ -426,7 +239,7 @@ class TrainingCore(orbit.AbstractTrainer):
     results = self.task_metrics.result() if self.task_metrics is not None else {}
     results["loss"] = float(self.loss_metric.result())
     if nonfinite_state >= 0 or not math.isfinite(results["loss"]):
-      raise guards.nonfinite_error(
+      raise recovery.nonfinite_error(
           self.manager, nonfinite_state if nonfinite_state >= 0 else before, results["loss"])
     results["learning_rate"] = float(self.schedule(step))
     results["examples_per_second"] = ((step - before) * o.train_batch_size /
@@ -449,18 +262,19 @@ class TrainingCore(orbit.AbstractTrainer):
       # The input position (shuffle buffers included) goes into every checkpoint, so a resumed
       # run sees exactly the batches an uninterrupted one would; restored lazily if resuming.
       self.checkpoint.input_pipeline = iterator
-    progress = _Progress(self, history)
+    progress = Progress(self.global_step, self.train_steps, o.train_batch_size,
+                        o.log_every_seconds, self.task.progress, history)
 
     def after_loop(results):
       step = self.global_step
       if bool(self._stop.numpy()):
         latest = self.manager.latest_checkpoint
         saved = (latest if latest and latest.endswith(f"-{step}")
-                 else guards.save_checkpoint(self.manager, step))
+                 else recovery.save_checkpoint(self.manager, step))
         raise Preempted(saved, step)
       progress(step, results)
       if step % o.save_checkpoints_steps == 0 or step == self.train_steps:
-        saved = guards.save_checkpoint(self.manager, step)
+        saved = recovery.save_checkpoint(self.manager, step)
         if on_checkpoint is not None:
           if bool(self._stop.numpy()):  # SIGTERM came while saving
             raise Preempted(saved, step)
@@ -477,93 +291,11 @@ class TrainingCore(orbit.AbstractTrainer):
         steps_per_loop=steps_in_next_loop, train_actions=[after_loop],
         summary_dir=os.path.join(self.write_dir, "train"))
     self._stop.assign(False)
-    with _sigterm_stops(self._stop):
+    with sigterm_stops(self._stop):
       controller.train(self.train_steps, checkpoint_at_completion=False)
     if bool(self._stop.numpy()):  # SIGTERM during the last save: its checkpoint is written
       raise Preempted(self.manager.latest_checkpoint, self.global_step)
     return progress.last
-
-
-class _Progress:
-  """One progress line every `log_every_seconds` (and at the end): step, loss, the task's
-  metrics, learning rate, steps/s, examples/s and ETA. The rates count from the end of the
-  first loop on: that loop traces (and compiles) the step, a one-off that would make a short
-  run's examples/s and every early ETA a fraction of what training runs at."""
-
-  def __init__(self, core, history):
-    self.core, self.history = core, history
-    self.start_step, self.start_time, self.last_log = core.global_step, time.time(), 0.0
-    self.first_loop = None  # (step, time) at the end of the first loop
-    self.last = {}
-
-  def __call__(self, step, results):
-    core = self.core
-    results = {k: float(v) for k, v in results.items()}
-    self.last = results
-    if self.history is not None:
-      self.history.append(dict(results, step=step))
-    now = time.time()
-    if self.first_loop is None:
-      self.first_loop = (step, now)
-    if now - self.last_log < core.options.log_every_seconds and step != core.train_steps:
-      return
-    self.last_log = now
-    since_step, since = self.first_loop if step > self.first_loop[0] else (self.start_step,
-                                                                            self.start_time)
-    rate = (step - since_step) / max(now - since, 1e-9)
-    eta = (core.train_steps - step) / rate if rate > 0 else float("inf")
-    extra = core.task.progress(results)
-    logger.info("step %d/%d  loss %.4f  %slr %.3g  %.2f steps/s  %.1f examples/s  ETA %s",
-                step, core.train_steps, results["loss"], extra + "  " if extra else "",
-                results["learning_rate"], rate, rate * core.options.train_batch_size,
-                duration(eta))
-
-
-@contextlib.contextmanager
-def _sigterm_stops(stop):
-  """While inside, SIGTERM sets `stop` (read by the in-graph loop before every step).
-
-  A Python signal handler runs only when the main thread returns to the interpreter, which a
-  long `tf.function` call does not; so the signal's wake-up byte is read by a watcher thread
-  that sets the variable at once, and the loop ends within one step.
-  """
-  if threading.current_thread() is not threading.main_thread():
-    yield
-    return
-  read_fd, write_fd = os.pipe()
-  os.set_blocking(write_fd, False)
-
-  def watch():
-    while True:
-      data = os.read(read_fd, 64)
-      if not data:
-        return
-      if signal.SIGTERM in data:
-        logger.warning("SIGTERM: stopping, with a checkpoint of this step")
-        stop.assign(True)
-
-  previous_handler = signal.signal(signal.SIGTERM, lambda signum, frame: None)
-  previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-  watcher = threading.Thread(target=watch, name="sigterm-watcher", daemon=True)
-  watcher.start()
-  try:
-    yield
-  finally:
-    signal.set_wakeup_fd(previous_fd)
-    signal.signal(signal.SIGTERM, previous_handler)
-    os.close(write_fd)
-    watcher.join(timeout=5)
-    os.close(read_fd)
-
-
-def sigterm_raises(during, checkpoint=None, step=None):
-  """While inside (in the main thread), SIGTERM raises `Preempted` at once, wherever the job
-  is: for the work outside the training loop (features, evaluations, predictions, exports).
-  What that work writes appears only whole (temporary names, renamed when complete) and the
-  same command does it again, so stopping half-way loses nothing; waiting for its end could
-  outlast a scheduler's grace period. Nests: the innermost `during` names the work.
-  """
-  return signals.raising_on_sigterm(lambda signum: Preempted(checkpoint, step, during))
 
 
 def _write_dir(output_dir, strategy):
@@ -579,10 +311,3 @@ def _write_dir(output_dir, strategy):
   path = os.path.join(output_dir, "workers", f"{task_type}_{task_id}")
   tf.io.gfile.makedirs(path)
   return path
-
-
-def duration(seconds):
-  if not math.isfinite(seconds):
-    return "?"
-  seconds = int(seconds)
-  return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

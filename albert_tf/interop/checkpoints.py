@@ -9,11 +9,11 @@ import dataclasses
 import logging
 import os
 import re
-import uuid
 
 import tensorflow as tf
 
-from albert_tf import huggingface
+from albert_tf import files
+from albert_tf.interop import huggingface
 from albert_tf.modeling.encoder import AlbertEncoder
 
 logger = logging.getLogger(__name__)
@@ -530,16 +530,19 @@ def save_tf1_checkpoint(model, path, global_step=None, variables=None):
   if global_step is not None:
     tensor_names.append("global_step")
     tensors.append(tf.constant(global_step, tf.int64))
-  tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-  with tf.device("CPU:0"):
-    tf.raw_ops.SaveV2(prefix=tmp, tensor_names=tensor_names,
-                      shape_and_slices=[""] * len(tensor_names), tensors=tensors)
-  data_files = tf.io.gfile.glob(tmp + ".data-*")
-  for data_file in data_files:
-    os.replace(data_file, path + data_file[len(tmp):])
-  os.replace(tmp + ".index", path + ".index")
-  with open(os.path.join(directory, "checkpoint.tmp"), "w") as f:
-    base = os.path.basename(path)
-    f.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
-  os.replace(os.path.join(directory, "checkpoint.tmp"), os.path.join(directory, "checkpoint"))
+  # Saved into a temporary folder (files.py's rule), then renamed into place, index last.
+  tmp = files.temporary_name(path)
+  os.makedirs(tmp)
+  try:
+    with tf.device("CPU:0"):
+      tf.raw_ops.SaveV2(prefix=os.path.join(tmp, "ckpt"), tensor_names=tensor_names,
+                        shape_and_slices=[""] * len(tensor_names), tensors=tensors)
+    for data_file in sorted(tf.io.gfile.glob(os.path.join(tmp, "ckpt.data-*"))):
+      os.replace(data_file, path + os.path.basename(data_file)[len("ckpt"):])
+    os.replace(os.path.join(tmp, "ckpt.index"), path + ".index")
+  finally:
+    files.remove(tmp)
+  base = os.path.basename(path)
+  files.write_text(os.path.join(directory, "checkpoint"),
+                   f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
   return path

@@ -1,6 +1,6 @@
 """Parameter counts by part and training FLOPs per token, for choosing a config.
 
-    python -m albert_tf.summary --albert_config_file configs/albert_base_v2.json
+    python -m albert_tf.cli.summary --albert_config_file configs/albert_base_v2.json
 
 Counts are computed from the config (no model is built, so xxlarge is instant) and agree
 exactly with the built model's (tests check both).

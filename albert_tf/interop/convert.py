@@ -1,12 +1,12 @@
 """Converts ALBERT checkpoints between the original's TF1 format, ours and Hugging Face's.
 
     # the original's albert_base_v2 -> a transformers directory (AlbertForPreTraining)
-    python -m albert_tf.convert --from=tf1 --to=huggingface \\
+    python -m albert_tf.interop.convert --from=tf1 --to=huggingface \\
         --checkpoint=albert_base/model.ckpt-best \\
         --albert_config_file=albert_base/albert_config.json \\
         --spm_model_file=albert_base/30k-clean.model --output_dir=albert_base_hf
     # a transformers directory -> our checkpoint (config and tokenizer come from the directory)
-    python -m albert_tf.convert --from=huggingface --to=native --input_dir=albert_base_hf \\
+    python -m albert_tf.interop.convert --from=huggingface --to=native --input_dir=albert_base_hf \\
         --output_dir=albert_base_native
 
 Formats: `tf1` (the original's variable names), `native` (our `tf.train.Checkpoint`s, e.g. a
@@ -24,19 +24,17 @@ output directory appears whole or not at all.
 
 import argparse
 import dataclasses
-import json
 import logging
 import os
 import shutil
 import sys
-import uuid
 
 import tensorflow as tf
 
-from albert_tf import checkpoints
-from albert_tf import guards
-from albert_tf import huggingface
-from albert_tf.config import AlbertConfig
+from albert_tf.interop import checkpoints
+from albert_tf import files
+from albert_tf.interop import huggingface
+from albert_tf.config import CONFIG_NAME, MODEL_FLAGS_NAME, AlbertConfig
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
@@ -49,7 +47,6 @@ logger = logging.getLogger(__name__)
 FORMATS = ("tf1", "native", "huggingface")
 HEADS = ("auto", "pretraining", "classification", "multiple_choice", "squad_v1", "squad_v2",
          "token_classification", "encoder")
-CONFIG_NAME = "albert_config.json"
 # The TF1 names that tell a token classifier and its CRF (AlbertTokenClassifier's).
 TOKEN_HEAD_NAME = "token_classifier/output_weights"
 CRF_NAME = "token_classifier/crf/transitions"
@@ -161,21 +158,21 @@ def _detect_head(fmt, path, requested, hf_values=None):
 def _token_head_flags(fmt, path, num_labels, hf_values):
   """(labels, use_crf, model_flags) of a token-classification source. The labels are
   config.json's id2label, or those of the model_flags.json run_ner keeps beside its
-  checkpoints (and that a --do_predict run reads them from, NerRunner._labels); else
+  checkpoints (and that a --do_predict run reads them from, NerTask._labels); else
   transformers' LABEL_i. The CRF is there when its transitions are."""
   use_crf = CRF_NAME in _tf1_shapes(fmt, path, hf_values)
   flags = {}
   if fmt == "huggingface":
     labels, source = huggingface.labels_of(hf_values), "config.json's id2label"
   else:
-    source = _beside(path, guards.MODEL_FLAGS_NAME)
+    source = _beside(path, MODEL_FLAGS_NAME)
     if os.path.exists(source):
       flags = huggingface.read_json(source)
     labels = flags.get("labels")
   if not labels:
     if use_crf:
       raise ValueError(f"{path} holds a CRF, whose allowed (BIO) transitions follow from the "
-                       f"tag names, but no {guards.MODEL_FLAGS_NAME} with its labels is "
+                       f"tag names, but no {MODEL_FLAGS_NAME} with its labels is "
                        "beside it; put run_ner's model_flags.json of this model there")
     logger.warning("%s: no tag names (%s); the labels are written as LABEL_0 .. LABEL_%d",
                    path, source, num_labels - 1)
@@ -297,31 +294,23 @@ def _write_huggingface(converted, directory):
       c.config, head, c.num_labels, _special_ids(c.spm_model_file, c.vocab_file), c.labels)
   arrays = huggingface.to_huggingface_names(_loaded_arrays(c), with_prefix=head != "encoder")
   huggingface.write_safetensors(arrays, os.path.join(directory, huggingface.WEIGHTS_FILE))
-  _write_text(os.path.join(directory, huggingface.CONFIG_FILE),
-              json.dumps(values, indent=2, sort_keys=True) + "\n")
-  files = huggingface.tokenizer_files(c.spm_model_file, c.vocab_file, c.do_lower_case,
-                                      c.config.max_position_embeddings)
-  if not files:
+  files.write_json(os.path.join(directory, huggingface.CONFIG_FILE), values, sort_keys=True)
+  tokenizer_files = huggingface.tokenizer_files(c.spm_model_file, c.vocab_file, c.do_lower_case,
+                                                c.config.max_position_embeddings)
+  if not tokenizer_files:
     logger.warning("no --spm_model_file or --vocab_file: no tokenizer files written")
-  for name, data in files.items():
-    with open(os.path.join(directory, name), "wb") as f:
-      f.write(data)
-
-
-def _write_text(path, text):
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text)
+  for name, data in tokenizer_files.items():
+    files.write_bytes(os.path.join(directory, name), data)
 
 
 def _write_model_flags(converted, directory):
-  """A token classifier's model_flags.json, as run_ner writes it (NerRunner.model_flags): its
+  """A token classifier's model_flags.json, as run_ner writes it (NerTask.model_flags): its
   labels and CRF for a --do_predict run there, which checks the file against its own flags;
   the source's other flags (a native or TF1 source's) are kept."""
   if converted.head == "token_classification":
     flags = dict(converted.model_flags or {}, task_name="ner", labels=list(converted.labels),
                  use_crf=bool(converted.use_crf))
-    _write_text(os.path.join(directory, guards.MODEL_FLAGS_NAME),
-                json.dumps(flags, indent=2, sort_keys=True) + "\n")
+    files.write_json(os.path.join(directory, MODEL_FLAGS_NAME), flags, sort_keys=True)
 
 
 def _copy_vocabulary(converted, directory):
@@ -375,16 +364,9 @@ def write(converted, fmt, output_dir):
                        "own logits, so the CRF's transitions and its BIO-constrained Viterbi "
                        "decoding would be lost; --head=encoder converts the encoder alone, and "
                        "--to=native / --to=tf1 keep the CRF")
-  tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
-  os.makedirs(tmp)
-  try:
+  with files.atomic_path(output_dir) as tmp:
+    os.makedirs(tmp)
     _WRITERS[fmt](converted, tmp)
-    if os.path.isdir(output_dir):
-      os.rmdir(output_dir)
-    os.replace(tmp, output_dir)
-  finally:
-    if os.path.exists(tmp):
-      shutil.rmtree(tmp, ignore_errors=True)
   return output_dir
 
 
@@ -397,7 +379,7 @@ def convert(from_format, to_format, source, output_dir, **read_options):
 
 
 def _parse(argv):
-  p = argparse.ArgumentParser(prog="python -m albert_tf.convert",
+  p = argparse.ArgumentParser(prog="python -m albert_tf.interop.convert",
                               description=__doc__.splitlines()[0])
   p.add_argument("--from", dest="from_format", required=True, choices=FORMATS)
   p.add_argument("--to", dest="to_format", required=True, choices=FORMATS)

@@ -28,7 +28,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from albert_tf.data.masking import ngram_cumulative_weights
+from albert_tf.data.pretraining.masking import ngram_cumulative_weights
 
 
 @dataclasses.dataclass(frozen=True)

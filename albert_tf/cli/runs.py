@@ -1,0 +1,68 @@
+"""What each training script does, as one function: its task, the run built around it (train,
+evaluate, predict as the flags ask) and, for the fine-tuning scripts, the export.
+
+    from albert_tf.cli.runs import run_classifier
+    run_classifier(ClassifierOptions(task_name="sst-2", data_dir=..., do_train=True, ...))
+
+SIGTERM outside the training loop stops the phase at once (`preemption.sigterm_raises`): every
+output appears only whole, and the same command does that work again.
+"""
+
+from albert_tf.export.tasks import export_task
+from albert_tf.tasks.classification import ClassificationTask
+from albert_tf.tasks.ner import NerTask
+from albert_tf.tasks.pretraining import PretrainingTask
+from albert_tf.tasks.race import RaceTask
+from albert_tf.tasks.squad import SquadTask
+from albert_tf.training.preemption import sigterm_raises
+from albert_tf.training.run import Run
+
+
+def _require_one_of(options, flags):
+  if not any(getattr(options, flag, None) for flag in flags):
+    names = [f"--{flag}" for flag in flags]
+    raise ValueError(f"at least one of {', '.join(names[:-1])} or {names[-1]} must be set")
+
+
+def run_task(task, strategy=None, history=None):
+  """Resumes or starts `task`'s run, trains, evaluates and predicts as its flags ask, then
+  exports (--export_dir); returns (train results, dev results, predictions)."""
+  run = Run(task, strategy)
+  outcome = run.run_phases(history)
+  export_dir = getattr(task.options, "export_dir", None)
+  if export_dir:
+    with sigterm_raises(f"the export to {export_dir}"):
+      export_task(task, run.loop.model)
+  return outcome
+
+
+def run_pretraining(options, strategy=None, history=None):
+  """What run_pretraining.py does: train and/or evaluate; returns (train, eval) results.
+  `history` (a list) receives every training loop's metrics."""
+  _require_one_of(options, ("do_train", "do_eval"))
+  trained, evaluated, _ = run_task(PretrainingTask(options, strategy), strategy, history)
+  return trained, evaluated
+
+
+def run_classifier(options, strategy=None):
+  """What run_classifier.py does; returns the last dev results (or None)."""
+  _require_one_of(options, ("do_train", "do_eval", "do_predict"))
+  return run_task(ClassificationTask(options), strategy)[1]
+
+
+def run_squad(options, strategy=None):
+  """What run_squad.py does; returns the prediction metrics (or None)."""
+  _require_one_of(options, ("do_train", "do_predict", "export_dir"))
+  return run_task(SquadTask(options), strategy)[2]
+
+
+def run_race(options, strategy=None):
+  """What run_race.py does; returns the last dev results (or None)."""
+  _require_one_of(options, ("do_train", "do_eval", "do_predict", "export_dir"))
+  return run_task(RaceTask(options), strategy)[1]
+
+
+def run_ner(options, strategy=None):
+  """What run_ner.py does; returns the last dev results (or None)."""
+  _require_one_of(options, ("do_train", "do_eval", "do_predict", "export_dir"))
+  return run_task(NerTask(options), strategy)[1]

@@ -1,0 +1,44 @@
+"""`--export_dir` of the fine-tuning scripts: the serving model a task describes (`Task.serving`)
+built from the model the run trained."""
+
+import logging
+import os
+
+from albert_tf.export.ner_serving import export_ner
+from albert_tf.export.race_serving import export_multiple_choice
+from albert_tf.export.squad_serving import export_squad
+from albert_tf.export.task_models import export_classifier
+from albert_tf.export.tflite import export_classifier_tflite
+
+logger = logging.getLogger(__name__)
+
+
+def _classifier(model, export_dir, tflite_quantize=False, **settings):
+  path = export_classifier(model, export_dir, **settings)
+  if tflite_quantize:  # token ids -> logits, int8 weights, beside the SavedModel's files
+    tflite = os.path.join(path, "classifier.tflite")
+    size = export_classifier_tflite(model, tflite, settings["max_seq_length"], quantize=True)
+    logger.info("Wrote %s (dynamic-range int8): %.1f MB", tflite, size / 1e6)
+  return path
+
+
+# kind -> (what the model answers, the function that writes it)
+EXPORTERS = {
+    "classifier": ("raw text in", _classifier),
+    "squad": ("question, context -> answer", export_squad),
+    "multiple_choice": ("article, question, options -> answer", export_multiple_choice),
+    "ner": ("text -> entities", export_ner),
+}
+
+
+def export_task(task, model, export_dir=None):
+  """Writes the serving SavedModel `task` describes, of `model`, to `export_dir` (default: the
+  task's --export_dir); returns its path."""
+  serving = task.serving()
+  if serving is None:
+    raise ValueError(f"{type(task).__name__} has no serving model to export")
+  export_dir = export_dir or task.options.export_dir
+  what, write = EXPORTERS[serving.kind]
+  path = write(model, export_dir, **serving.settings)
+  logger.info("Exported the serving model (%s) to %s", what, path)
+  return path

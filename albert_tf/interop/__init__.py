@@ -1,0 +1,3 @@
+"""Other ecosystems' weights in and out: the original's TF1 checkpoints (Google's and
+brightmart's layouts) and our native ones (`checkpoints`), Hugging Face directories
+(`huggingface`), and conversion between them (`convert`)."""

@@ -1,0 +1,106 @@
+"""One run of a task: the training loop built around it, and the phases its flags ask for.
+
+    run = Run(ClassificationTask(options), strategy)
+    run.run_phases()        # resume or start; train; evaluate; predict (as the flags say)
+    run.loop.model          # what was trained
+
+`Run` is the same for every task: after each checkpoint it evaluates the dev data and keeps the
+best checkpoint when the task names a `best_metric` and `--do_eval` is set; it writes
+`eval_results.txt` and the eval summaries; a dev evaluation that a stop cut short is done first
+when the run resumes. SIGTERM outside the training loop stops the phase at once
+(`preemption.sigterm_raises`): what the phases write appears only whole.
+"""
+
+import logging
+import os
+
+from albert_tf import files
+from albert_tf.metrics.results import read_result, write_results, write_summaries
+from albert_tf.training import recovery
+from albert_tf.training.best import BestCheckpoint
+from albert_tf.training.loop import TrainingLoop
+from albert_tf.training.preemption import sigterm_raises
+
+logger = logging.getLogger(__name__)
+
+EVAL_RESULTS = "eval_results.txt"
+
+
+class Run:
+  """A task and the loop that trains it (built here, from the task's description)."""
+
+  def __init__(self, task, strategy=None):
+    o = task.options
+    self.task = task
+    self.best = BestCheckpoint(o.output_dir, task.best_metric) if task.best_metric else None
+    self.best_update_interrupted = bool(self.best and self.best.finish_interrupted_update())
+    files.remove_interrupted(o.output_dir, [getattr(o, "export_dir", None)])
+    self.loop = TrainingLoop(task, o, strategy, do_train=getattr(o, "do_train", True))
+    self.last_eval = None  # the latest dev results of this run
+
+  def run_phases(self, history=None):
+    """Resumes or starts, then trains, evaluates and predicts as the flags ask; returns
+    (train results, dev results, predictions), None for a phase not run."""
+    o = self.task.options
+    self.loop.restore_or_initialize()
+    trained = evaluated = predicted = None
+    if getattr(o, "do_train", False):
+      trained = self.train(history)
+    if getattr(o, "do_eval", False):
+      with sigterm_raises("the evaluation"):
+        evaluated = self.last_eval if trained is not None and self.last_eval else self.evaluate()
+    if getattr(o, "do_predict", False):
+      with sigterm_raises("the prediction"):
+        predicted = self.predict()
+    return trained, evaluated, predicted
+
+  # --- the phases -----------------------------------------------------------------------------
+  def train(self, history=None):
+    """Trains to the task's step budget; with --do_eval and a `best_metric`, evaluates after
+    every checkpoint and keeps the best one. Returns the last loop's metrics (`history`, a
+    list, receives every loop's).
+
+    A SIGTERM during the evaluation of a checkpoint (or while it was being kept as the best)
+    stops the job at once; resuming from that checkpoint evaluates it first.
+    """
+    o = self.task.options
+    loop = self.loop
+    dataset = self.task.train_dataset()
+    if self.best is None or not getattr(o, "do_eval", False):
+      return loop.fit(dataset, history=history)
+    best = [self.best.score()]
+    loop.restore_or_initialize()
+    step, latest = loop.global_step, loop.manager.latest_checkpoint
+    evaluated = read_result(os.path.join(loop.write_dir, EVAL_RESULTS), "global_step")
+    if (latest and (step % o.save_checkpoints_steps == 0 or step == loop.train_steps)
+        and (evaluated != step or self.best_update_interrupted)):
+      logger.info("Evaluating %s, which the run that saved it did not finish evaluating",
+                  latest)
+      with sigterm_raises(f"the evaluation at step {step}", latest, step):
+        best[0] = self.best.keep_if_best(latest, self.evaluate(), best[0])
+
+    def on_checkpoint(saved):
+      best[0] = self.best.keep_if_best(saved, self.evaluate(), best[0])
+    return loop.fit(dataset, on_checkpoint, history)
+
+  def evaluate(self):
+    """The task's dev metrics of the current weights, written to eval_results.txt (and the
+    eval summaries); non-finite outputs are an error and write nothing."""
+    loop = self.loop
+    step = loop.global_step
+    try:
+      results = loop.run_on_data(self.task.evaluate, loop.model, loop.strategy)
+    except recovery.NonfiniteOutputs as e:
+      raise recovery.nonfinite_eval_error(e.loss, step, loop.manager.latest_checkpoint) from None
+    results = dict(results, global_step=step)
+    write_results(os.path.join(loop.write_dir, EVAL_RESULTS), results)
+    write_summaries(os.path.join(loop.write_dir, "eval"), results, step)
+    logger.info("Eval at step %d: %s", step, ", ".join(
+        f"{k} = {v:.4f}" for k, v in results.items() if k != "global_step"))
+    self.last_eval = results
+    return results
+
+  def predict(self):
+    """The task's test predictions of the current weights (see `Task.predict`)."""
+    loop = self.loop
+    return loop.run_on_data(self.task.predict, loop.model, loop.global_step)
