@@ -1,3 +1,5 @@
-"""The jobs on the training core, one file each: pretraining, classification, SQuAD, RACE, and
-what fine-tuning jobs share (finetuning.py) and distillation. A job knows its data, head and
-metric; the core knows no task; the scripts at the top level parse flags and call one `run_*`."""
+"""The tasks, one file each: pretraining, classification (GLUE, CLUE, CSV), SQuAD, RACE, NER,
+and what fine-tuning tasks share (`finetuning.py`) and distillation. A task describes its job
+(model, inputs, loss, metrics, starting weights, evaluation, prediction, what it exports) for
+the training loop (`albert_tf/training/`), which knows no task; `albert_tf/cli/runs.py` puts
+each script's task on a `Run` and exports."""

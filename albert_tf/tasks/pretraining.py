@@ -243,7 +243,7 @@ class PretrainingTask(Task):
 
 
 class _TrainMetrics:
-  """PretrainingMetrics fed by the core's micro-batches (the loss is the core's own)."""
+  """PretrainingMetrics fed by the loop's micro-batches (the loss is the loop's own)."""
 
   def __init__(self, metrics):
     self.metrics = metrics
