@@ -1,10 +1,10 @@
-"""Fine-tuning train steps: run_classifier's, run_ner's and run_squad's training core against
+"""Fine-tuning train steps: run_classifier's, run_ner's and run_squad's training loop against
 Model Garden's task models on its AlbertEncoder, for `benchmarks.run --suite finetune`.
 
-Ours is the product's own step: the job's runner (`ClassifierRunner`, `NerRunner`,
-`SquadRunner`) is built from its options as the script builds it (AdamW, weight decay 0.01,
-global-norm clipping at 1, the config's dropout and the head's), and each timed call is one
-`TrainingCore.train(1)`: the core's compiled loop (stop check, the step, the finite-loss check)
+Ours is the product's own step: the script's task (`ClassificationTask`, `NerTask`,
+`SquadTask`) on its `Run`, built from its options as the script builds it (AdamW, weight decay
+0.01, global-norm clipping at 1, the config's dropout and the head's), and each timed call is
+one `TrainingLoop.train(1)`: the loop's compiled steps (stop check, the step, the finite-loss check)
 plus its host work (metrics, learning rate, examples/s), fed from an in-memory dataset of one
 batch so that no file reading is timed. The peer is `BertClassifier`, `BertTokenClassifier`
 or `BertSpanLabeler` of `official.nlp.modeling.models` on `networks.AlbertEncoder` with Model
@@ -72,7 +72,7 @@ def make_batch(task, config, batch, seq, seed=0):
 
 
 def ours_step(task, config_file, batch, seq, precision, output_dir, jit_compile=False):
-  """The job's training core on an in-memory batch: (step() -> loss, parameter count)."""
+  """The task's training loop on an in-memory batch: (step() -> loss, parameter count)."""
   # pylint: disable=import-outside-toplevel
   common = dict(albert_config_file=config_file, spm_model_file=SPM, output_dir=output_dir,
                 max_seq_length=seq, train_batch_size=batch, learning_rate=2e-5,
@@ -82,21 +82,22 @@ def ours_step(task, config_file, batch, seq, precision, output_dir, jit_compile=
   # size: without one it is a single step, and AdamW then updates by 0 at the same cost).
   if task == "classifier":
     from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
-    runner = Run(ClassificationTask(ClassifierOptions(task_name="sst-2", train_step=10**6, **common)))
+    tuning_task = ClassificationTask(ClassifierOptions(task_name="sst-2", train_step=10**6,
+                                                       **common))
   elif task == "tagger":
     from albert_tf.tasks.ner import NerOptions, NerTask
-    runner = Run(NerTask(NerOptions(labels=CONLL_TAGS, train_step=10**6, **common)))
+    tuning_task = NerTask(NerOptions(labels=CONLL_TAGS, train_step=10**6, **common))
   else:
     from albert_tf.tasks.squad import SquadOptions, SquadTask
-    runner = Run(SquadTask(SquadOptions(**common)))
-  core = runner.core
-  core.restore_or_initialize()
+    tuning_task = SquadTask(SquadOptions(**common))
+  loop = Run(tuning_task).loop
+  loop.restore_or_initialize()
   features = make_batch(task, AlbertConfig.from_json_file(config_file), batch, seq)
-  core.attach(tf.data.Dataset.from_tensors(features).repeat())
+  loop.attach(tf.data.Dataset.from_tensors(features).repeat())
 
   def step():
-    return core.train(1)["loss"]
-  params = sum(int(np.prod(v.shape)) for v in core.model.trainable_variables)
+    return loop.train(1)["loss"]
+  params = sum(int(np.prod(v.shape)) for v in loop.model.trainable_variables)
   return step, params
 
 

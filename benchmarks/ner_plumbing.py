@@ -7,7 +7,7 @@ Not an accuracy target: `configs/tiny.json`'s shape (E 16, H 32, 2 layers, max_p
 `vocab_size` set to the vocabulary's) from random weights, so what it shows is that the data,
 alignment, head, metric and export paths learn and agree. For each dataset, in one process:
 
-- the baselines on the dev file, scored by the same metric (`ner_metrics.ner_results`):
+- the baselines on the dev file, scored by the same metric (`metrics.ner.ner_results`):
   `majority` tags every word with the training file's most common tag (O, so F1 0), and
   `dictionary` tags the longest runs of words that are an entity of the training file with that
   entity's most common type (the CoNLL-2003 shared task's baseline, applied per character for
