@@ -30,3 +30,33 @@ def test_requirements_pin_the_design_stack():
     # A bare name of the design may be pinned (sentencepiece: the one that loads with
     # apache-beam's protobuf).
     assert pin in reqs or "=" not in pin and any(r.startswith(pin + "==") for r in reqs), pin
+
+
+def _anchors(markdown):
+  """The anchors GitHub gives a file's headings: lowercased, punctuation dropped, spaces -> -."""
+  headings = re.findall(r"^#+ (.*)$", _prose(markdown), re.M)
+  return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def _prose(markdown):
+  """The text outside fenced code blocks, where a `[...](...)` is code, not a link."""
+  return re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
+
+
+def test_documentation_links_resolve():
+  # A newcomer walks README -> docs/<guide>.md -> back; a moved or renamed file must not leave
+  # a dead link (or a dead #section) behind.
+  pages = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "benchmarks" / "README.md",
+           *sorted((ROOT / "docs").glob("*.md"))]
+  dead = []
+  for page in pages:
+    for target in re.findall(r"\]\(([^)\s]+)\)", _prose(page.read_text())):
+      if re.match(r"[a-z]+:", target):
+        continue  # https:, mailto:
+      path, _, anchor = target.partition("#")
+      resolved = (page.parent / path).resolve() if path else page
+      if not resolved.exists():
+        dead.append(f"{page.relative_to(ROOT)}: {target}")
+      elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved.read_text()):
+        dead.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+  assert not dead, dead
