@@ -23,7 +23,7 @@ What is measured (the suite picks the shapes, see SUITES):
            signature compiled by XLA on both sides (ours: `export_savedmodel.py --jit_compile`);
            "vs peer fp32" compares with the peer's plain float32 export.
   finetune (quick and finetune suites) one fine-tuning optimizer step per call of
-           run_classifier's, run_ner's and run_squad's training core against Model Garden's
+           run_classifier's, run_ner's and run_squad's training loop against Model Garden's
            BertClassifier / BertTokenClassifier / BertSpanLabeler on its AlbertEncoder with its
            AdamWeightDecay (`benchmarks/finetune_step_bench.py`), dropout 0.1, float32 and
            bfloat16; "vs peer fp32" compares with the same job's float32 peer step.

@@ -13,7 +13,7 @@ model, the optimizer state, the activations and TensorFlow's own ~0.5-1 GiB). Ki
           Model Garden's (`benchmarks.train_step_bench`), under the `mixed_bfloat16` Keras
           policy for bfloat16, with or without `jit_compile` (ours also with `"recompute":
           true`, block recomputation); median seconds per step.
-  finetune  one fine-tuning optimizer step per call, ours (the job's training core) or Model
+  finetune  one fine-tuning optimizer step per call, ours (the task's training loop) or Model
           Garden's task model (`benchmarks.finetune_step_bench`): "task" classifier, tagger or
           squad, float32 or bfloat16; median seconds per step.
   export  writes the encoder SavedModels of one side, one per variant: "float32", "bfloat16",

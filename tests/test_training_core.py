@@ -1,4 +1,4 @@
-"""The training core under fine-tuning: accumulation, precision, freezing, distillation, SIGTERM."""
+"""The training loop under fine-tuning: accumulation, precision, freezing, distillation, SIGTERM."""
 
 import contextlib
 import os
