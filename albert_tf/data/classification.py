@@ -34,7 +34,7 @@ import math
 import os
 
 from albert_tf import files
-from albert_tf.data.pretraining.records import write_tfrecord_atomically
+from albert_tf.data.tfrecords import write_tfrecord_atomically
 from albert_tf.tokenization.tokenizer import encode_pair
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from albert_tf import files
-from albert_tf.data.pretraining.records import write_tfrecord_atomically
+from albert_tf.data.tfrecords import write_tfrecord_atomically
 from albert_tf.tokenization.offsets import encode_with_offsets, token_for_char
 
 logger = logging.getLogger(__name__)
