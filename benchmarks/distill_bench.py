@@ -14,7 +14,7 @@ There are no pretrained weights offline, so the teacher is fine-tuned from rando
 an all-shared ALBERT (E 128, H 128, `--layers` applications of one block, 4 heads, I 512,
 ALBERT's 30k SentencePiece vocabulary, max_position_embeddings 128), trained on SST-2's
 train.tsv and evaluated on dev.tsv (872 rows) at every checkpoint; `<run>/best` keeps the best
-one. Every run goes through `albert_tf.tasks.classification.run_classifier` (what run_classifier.py
+one. Every run goes through `albert_tf.cli.runs.run_classifier` (what run_classifier.py
 does), one process, fixed seed:
 
 1. teacher: `--layers` layers from random weights;
@@ -62,7 +62,8 @@ import tensorflow as tf  # noqa: E402
 from albert_tf import tokenization  # noqa: E402
 from albert_tf.interop.checkpoints import load_checkpoint  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.data import classification  # noqa: E402
+from albert_tf.data.classification.features import convert_examples_to_features  # noqa: E402
+from albert_tf.data.classification.registry import get_processor  # noqa: E402
 from albert_tf.tasks.distillation import DistillOptions  # noqa: E402
 from albert_tf.export.tflite import export_classifier_tflite, tflite_logits  # noqa: E402
 from albert_tf.cli.runs import run_classifier  # noqa: E402
@@ -191,12 +192,12 @@ def fine_tune(args, name, config_file, steps, learning_rate, init_checkpoint=Non
 
 def dev_features(args):
   """The dev set's model inputs (numpy int32 [872, seq]) and labels, as the runner builds them."""
-  processor = classification.get_processor("sst-2")
+  processor = get_processor("sst-2")
   examples = processor.get_dev_examples(args.data_dir)
   tokenizer = tokenization.FullTokenizer(vocab_file=None, do_lower_case=True,
                                          spm_model_file=args.spm_model_file)
-  features = classification.convert_examples_to_features(
-      examples, processor.get_labels(), args.max_seq_length, tokenizer)
+  features = convert_examples_to_features(examples, processor.get_labels(),
+                                          args.max_seq_length, tokenizer)
   inputs = {"input_word_ids": np.array([f["input_ids"] for f in features], np.int32),
             "input_mask": np.array([f["input_mask"] for f in features], np.int32),
             "input_type_ids": np.array([f["segment_ids"] for f in features], np.int32)}

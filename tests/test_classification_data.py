@@ -1,4 +1,4 @@
-"""Tests for albert_tf.data.classification: GLUE/CSV readers, features, TFRecords, submissions.
+"""Tests for albert_tf.data.classification and .reading: readers, features, TFRecords, submissions.
 
 Tests whose names contain "real_data" read ../shared/data (GLUE SST-2, CoLA, STS-B, QNLI, the
 CLUE AFQMC, TNEWS, OCNLI and ChnSentiCorp files and ALBERT's spiece.model); the others write
@@ -13,12 +13,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.classification import (PROCESSORS, CsvProcessor, DataError, InputExample,
-                                           PaddingInputExample, classification_dataset,
-                                           convert_examples_to_features, get_processor,
-                                           read_json_lines, read_rows,
-                                           write_clue_predictions, write_features_tfrecord,
-                                           write_glue_predictions)
+from albert_tf.data.classification.csv_task import CsvProcessor
+from albert_tf.data.classification.features import (PaddingInputExample, classification_dataset,
+                                                    convert_examples_to_features,
+                                                    write_features_tfrecord)
+from albert_tf.data.classification.processor import InputExample
+from albert_tf.data.classification.registry import PROCESSORS, get_processor
+from albert_tf.data.classification.submissions import (write_clue_predictions,
+                                                       write_glue_predictions)
+from albert_tf.data.reading import DataError, read_json_lines, read_rows
 from albert_tf.tokenization import FullTokenizer, encode_pair
 
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from albert_tf.data.classification import CsvProcessor
+from albert_tf.data.classification.csv_task import CsvProcessor
 from albert_tf.metrics.glue import (accuracy, compute_metrics, f1, matthews_corrcoef, pearson,
                                spearman)
 

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import tokenization
+from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import records
 from albert_tf.data.pretraining.create import (CreationOptions, create_pretraining_data, expand_input_files,
                                    iter_blocks, metadata_path)
@@ -73,9 +74,9 @@ def test_crc32c_matches_reference_and_tensorflow_reads_framed_records(tmp_path):
   from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c
   rng = random.Random(0)
   blobs = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300))) for _ in range(60)]
-  assert [int(c) for c in records.crc32c_batch(blobs)] == [crc32c(b) for b in blobs]
+  assert [int(c) for c in tfrecords.crc32c_batch(blobs)] == [crc32c(b) for b in blobs]
   path = tmp_path / "x.tfrecord"
-  path.write_bytes(records.frame_records(blobs))
+  path.write_bytes(tfrecords.frame_records(blobs))
   assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == blobs
 
 

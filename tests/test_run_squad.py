@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from conftest import ROOT, SHARED_DATA
 from albert_tf.metrics import cmrc2018
+from albert_tf.metrics import squad as squad_metrics
 from albert_tf.data import squad as squad_data
 from albert_tf.cli.runs import run_squad
 from albert_tf.tasks.squad import SquadOptions
@@ -94,13 +95,13 @@ def test_v1_writes_predictions_and_the_official_metrics(v1):
     assert 1 <= len(nbest[qid]) <= 20 and nbest[qid][0]["text"] == predictions[qid]
     assert abs(sum(e["probability"] for e in nbest[qid]) - 1) < 1e-6
   results = _read_results(v1["out"] / "eval_results.txt")
-  official = squad_data.evaluate(v1["data"], predictions)
+  official = squad_metrics.evaluate(v1["data"], predictions)
   assert results["exact_match"] == pytest.approx(official["exact_match"])
   assert results["f1"] == pytest.approx(official["f1"])
   assert results["global_step"] == TRAIN_STEPS
   assert not (v1["out"] / "null_odds.json").exists()
   # The answers of the training questions were learnt (untrained: EM 0).
-  learnt = squad_data.evaluate(v1["train"], predictions)["exact_match"]
+  learnt = squad_metrics.evaluate(v1["train"], predictions)["exact_match"]
   assert learnt >= 20, learnt
 
 
@@ -122,7 +123,7 @@ def test_v2_writes_null_odds_and_uses_the_best_threshold(v2):
   assert list(null_odds) == list(predictions)
   for qid, answer in predictions.items():
     assert (answer == "") == (null_odds[qid] >= threshold)
-  official = squad_data.evaluate(v2["data"], predictions, null_odds)
+  official = squad_metrics.evaluate(v2["data"], predictions, null_odds)
   for key in ("exact", "f1", "HasAns_f1", "NoAns_exact", "best_f1"):
     assert results[key] == pytest.approx(official[key])
   # Learnt on the training questions (untrained: EM 0, null odds unrelated to answerability):
@@ -132,7 +133,7 @@ def test_v2_writes_null_odds_and_uses_the_best_threshold(v2):
   answerable = [qa for qa in train if not qa.get("is_impossible")]
   best = {qa["id"]: nbest[qa["id"]][0]["text"] for qa in answerable}
   answerable_data = [{"paragraphs": [{"context": "", "qas": answerable}]}]
-  learnt = squad_data.evaluate(answerable_data, best)["exact_match"]
+  learnt = squad_metrics.evaluate(answerable_data, best)["exact_match"]
   assert learnt >= 15, learnt
   mean = lambda qas: sum(null_odds[qa["id"]] for qa in qas) / len(qas)
   assert mean([qa for qa in train if qa.get("is_impossible")]) > mean(answerable)
@@ -265,7 +266,7 @@ def test_v1_questions_without_answers_are_predicted_but_not_scored(tmp_path, cap
   assert results["skipped_unanswered"] == metrics["skipped_unanswered"] == 2
   answered = [{"paragraphs": [{"context": "", "qas": qas[2:]}]}]
   assert results["exact_match"] == pytest.approx(
-      squad_data.evaluate(answered, predictions)["exact_match"])
+      squad_metrics.evaluate(answered, predictions)["exact_match"])
 
 
 def test_a_predict_file_without_answers_is_predicted_and_not_scored(tmp_path, caplog):

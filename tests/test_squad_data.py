@@ -8,6 +8,8 @@ import pytest
 
 from conftest import SHARED_DATA
 from albert_tf.data import squad
+from albert_tf.data import squad_predictions
+from albert_tf.metrics import squad as squad_metrics
 from albert_tf.tokenization import FullTokenizer, preprocess_text
 from albert_tf.tokenization.offsets import encode_with_offsets, token_for_char
 
@@ -125,7 +127,7 @@ def _gold_predictions(examples, features, max_seq_length):
     start, end = np.full(max_seq_length, -10.0), np.full(max_seq_length, -10.0)
     start[f.start_position], end[f.end_position] = 10.0, 10.0
     results[f.unique_id] = (start, end)
-  return squad.postprocess_v1(examples, features, results, 20, max_seq_length)[0]
+  return squad_predictions.postprocess_v1(examples, features, results, 20, max_seq_length)[0]
 
 
 def test_cmrc_trial_gold_spans_through_features_and_post_processing(wordpiece, caplog):
@@ -230,7 +232,7 @@ def test_gold_spans_through_post_processing_give_exact_match_100(tokenizer, xqua
     start, end = np.full(128, -10.0), np.full(128, -10.0)
     start[f.start_position], end[f.end_position] = 10.0, 10.0
     results[f.unique_id] = (start, end)
-  predictions, nbest = squad.postprocess_v1(examples, features, results, 20, 64)
+  predictions, nbest = squad_predictions.postprocess_v1(examples, features, results, 20, 64)
   wrong = {e.qas_id for e in examples if predictions[e.qas_id] != e.orig_answer_text}
   # Only answers cut inside a piece (one xquad answer ends inside "2,700,000") can differ.
   cut = {e.qas_id for e in examples if _inside_a_piece(
@@ -240,7 +242,7 @@ def test_gold_spans_through_post_processing_give_exact_match_100(tokenizer, xqua
   kept = [{"paragraphs": [{"context": p["context"], "qas": [qa for qa in p["qas"]
                                                             if qa["id"] not in cut]}
                           for p in a["paragraphs"]]} for a in xquad]
-  metrics = squad.evaluate(kept, {k: v for k, v in predictions.items() if k not in cut})
+  metrics = squad_metrics.evaluate(kept, {k: v for k, v in predictions.items() if k not in cut})
   assert metrics == {"exact_match": 100.0, "f1": 100.0}
   entry = nbest[examples[0].qas_id][0]
   context = examples[0].paragraph_text
@@ -274,10 +276,10 @@ def test_gold_spans_and_null_scores_give_v2_exact_match_100(tokenizer, xquad, tm
         "start_top_log_probs": np.array([-0.1, -3.0, -4.0]), "start_top_index": start_top,
         "end_top_log_probs": np.array([-0.1, -3.0, -4.0] * 3), "end_top_index": end_top,
         "cls_logits": 5.0 if train[f.example_index].is_impossible else -5.0}
-  predictions, _, null_odds = squad.postprocess_v2(train, features, results, 20, 64,
-                                                   null_score_diff_threshold=0.0)
+  predictions, _, null_odds = squad_predictions.postprocess_v2(train, features, results, 20, 64,
+                                                               null_score_diff_threshold=0.0)
   assert all((predictions[e.qas_id] == "") == e.is_impossible for e in train)
-  metrics = squad.evaluate(data, predictions, null_odds)
+  metrics = squad_metrics.evaluate(data, predictions, null_odds)
   assert metrics["exact"] == 100.0 and metrics["NoAns_exact"] == 100.0
   assert metrics["best_f1"] == 100.0
   assert sorted(null_odds) == sorted(e.qas_id for e in train)
@@ -359,14 +361,14 @@ def test_questions_without_answers_are_left_out_of_scoring():
   dataset = lambda questions: [{"paragraphs": [{"context": "Paris is in France.",
                                                 "qas": questions}]}]
   # v1.1: the official evaluator fails on a question without answers; it is left out.
-  scored, skipped = squad.scored_questions(dataset(qas[:3]))
+  scored, skipped = squad_metrics.scored_questions(dataset(qas[:3]))
   assert skipped == ["no_key", "empty"]
   predictions = {"answered": "France", "no_key": "x", "empty": "x"}
-  assert squad.evaluate(scored, predictions) == {"exact_match": 100.0, "f1": 100.0}
+  assert squad_metrics.evaluate(scored, predictions) == {"exact_match": 100.0, "f1": 100.0}
   # v2.0: unanswerable questions are scored (the empty answer is right); answerable ones
   # without answers are left out.
-  scored, skipped = squad.scored_questions(dataset(qas), version_2=True)
+  scored, skipped = squad_metrics.scored_questions(dataset(qas), version_2=True)
   assert skipped == ["no_key", "empty"]
   predictions["impossible"] = ""
-  metrics = squad.evaluate(scored, predictions, {k: 0.0 for k in predictions})
+  metrics = squad_metrics.evaluate(scored, predictions, {k: 0.0 for k in predictions})
   assert metrics["exact"] == 100.0 and metrics["HasAns_total"] == metrics["NoAns_total"] == 1

@@ -23,8 +23,8 @@ character; `offsets` keeps each word's character offset in `text`, so predicted 
 back to exact character offsets for CLUE's `cluener_predict.json`.
 
 Pure Python (no TensorFlow). Bad content is a `DataError` (a ValueError, shared with the
-classification data) naming the file
-and its 1-based line; a missing file a FileNotFoundError naming the split's flag and path.
+classification data: data/reading.py) naming the file and its 1-based line; a missing file a
+FileNotFoundError naming the split's flag and path.
 """
 
 import dataclasses
@@ -33,10 +33,10 @@ import logging
 import os
 import re
 
+from albert_tf import files
 # One reader of JSON lines (BOM, CRLF, Latin-1 lines tolerated) and one error type for all
 # fine-tuning data: a DataError (a ValueError) names the file and line.
-from albert_tf import files
-from albert_tf.data.classification import DataError, read_json_lines
+from albert_tf.data.reading import DataError, read_json_lines
 
 SCHEMES = ("auto", "iob1", "bio", "bioes", "bmes")
 FORMATS = ("conll", "cluener", "jsonl")

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 
-from albert_tf.data.pretraining.records import write_tfrecord_atomically
+from albert_tf.data.tfrecords import write_tfrecord_atomically
 from albert_tf.tokenization.tokenizer import preprocess_text
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ input is NaN. See SPEC.md, "Fine-tuning (original defaults)".
 
 import numpy as np
 
-from albert_tf.data.classification import get_processor
+from albert_tf.data.classification.registry import get_processor
 
 
 def _pair(predictions, labels):

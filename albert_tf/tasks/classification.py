@@ -1,6 +1,6 @@
 """Sentence (pair) classification and regression: the task of run_classifier.py.
 
-GLUE, CLUE and users' CSV/TSV data (`data/classification`) become cached feature TFRecords;
+GLUE, CLUE and users' CSV/TSV data (`data/classification/`) become cached feature TFRecords;
 the model is the encoder with a pooled-output head, optionally distilled from a teacher
 (`distillation.py`); the dev metric that picks the best checkpoint is the task's first (GLUE's:
 accuracy, Matthews correlation for CoLA, F1 for MRPC/QQP, Pearson for STS-B). `--do_predict`
@@ -19,7 +19,12 @@ import tensorflow as tf
 from albert_tf.training import recovery
 from albert_tf.training.options import check_options
 from albert_tf.training.task import Serving
-from albert_tf.data import classification
+from albert_tf.data.classification.features import (classification_dataset,
+                                                    convert_examples_to_features,
+                                                    write_features_tfrecord)
+from albert_tf.data.classification.registry import get_processor
+from albert_tf.data.classification.submissions import (write_clue_predictions,
+                                                       write_glue_predictions)
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.metrics.glue import compute_metrics
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -63,7 +68,7 @@ class ClassificationTask(FineTuningTask):
   def __init__(self, options):
     o = self.options = options
     check_options(o)  # before the epochs below turn into steps
-    self.processor = classification.get_processor(o.task_name, **o.csv_options)
+    self.processor = get_processor(o.task_name, **o.csv_options)
     self.regression = self.processor.is_regression
     self.labels = None if self.regression else self.processor.get_labels(
         **({"data_dir": o.data_dir} if o.task_name.lower() == "csv" else {}))
@@ -117,9 +122,9 @@ class ClassificationTask(FineTuningTask):
     path = os.path.join(folder, f"{self.processor.name}_{split}_{o.max_seq_length}.tf_record")
 
     def build():
-      features = classification.convert_examples_to_features(
-          examples, self.labels, o.max_seq_length, self.tokenizer)
-      return classification.write_features_tfrecord(features, path)
+      features = convert_examples_to_features(examples, self.labels, o.max_seq_length,
+                                              self.tokenizer)
+      return write_features_tfrecord(features, path)
     key = cache_key([o.spm_model_file or o.vocab_file],
                     [o.do_lower_case, o.max_seq_length, self.labels],
                     ([e.guid, e.text_a, e.text_b, e.label] for e in examples))
@@ -129,8 +134,8 @@ class ClassificationTask(FineTuningTask):
   def train_dataset(self):
     o = self.options
     _, path = self.records("train")
-    return classification.classification_dataset(path, o.max_seq_length, o.train_batch_size,
-                                                 True, self.regression, seed=o.seed)
+    return classification_dataset(path, o.max_seq_length, o.train_batch_size, True,
+                                  self.regression, seed=o.seed)
 
   # --- train --------------------------------------------------------------------------------
   def _loss(self, logits, labels):
@@ -149,8 +154,8 @@ class ClassificationTask(FineTuningTask):
   def outputs(self, model, path, batch_size):
     """The model's outputs (logits, or predictions for regression) and the labels of every
     record of `path`, in order."""
-    dataset = classification.classification_dataset(path, self.options.max_seq_length,
-                                                    batch_size, False, self.regression)
+    dataset = classification_dataset(path, self.options.max_seq_length, batch_size, False,
+                                     self.regression)
 
     @tf.function
     def step(batch):
@@ -183,10 +188,10 @@ class ClassificationTask(FineTuningTask):
     guids = [e.guid for e in examples]
     if self.processor.submission == "clue":  # Chinese tasks: CLUE's JSON-lines submission
       target = os.path.join(o.output_dir, f"{self.processor.name}_predict.json")
-      classification.write_clue_predictions(self.processor, outputs, target, ids=guids)
+      write_clue_predictions(self.processor, outputs, target, ids=guids)
     else:
       target = os.path.join(o.output_dir, f"{self.processor.name.upper()}.tsv")
-      classification.write_glue_predictions(self.processor, outputs, target, guids=guids)
+      write_glue_predictions(self.processor, outputs, target, guids=guids)
     logger.info("Wrote %d test predictions to %s", len(examples), target)
     return target
 

@@ -18,9 +18,11 @@ import tensorflow as tf
 
 from albert_tf.metrics.results import write_results, write_summaries
 from albert_tf.metrics import cmrc2018
+from albert_tf.metrics import squad as squad_metrics
 from albert_tf.training.options import check_options
 from albert_tf.training.task import Serving
 from albert_tf.data import squad as squad_data
+from albert_tf.data import squad_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
@@ -210,29 +212,29 @@ class SquadTask(FineTuningTask):
     path, count = self._feature_file(examples, o.predict_file, False)
     features = squad_data.read_squad_features(path)
     results = self._raw_results(model, path, count)
-    scored, unanswered = squad_data.scored_questions(
+    scored, unanswered = squad_metrics.scored_questions(
         squad_data.load_squad_json(o.predict_file), o.version_2_with_negative)
     written = {"predictions": os.path.join(o.output_dir, "predictions.json"),
              "nbest": os.path.join(o.output_dir, "nbest_predictions.json")}
     null_odds = None
     if not o.version_2_with_negative:
-      predictions, nbest = squad_data.postprocess_v1(examples, features, results,
-                                                     o.n_best_size, o.max_answer_length)
+      predictions, nbest = squad_predictions.postprocess_v1(examples, features, results,
+                                                            o.n_best_size, o.max_answer_length)
     else:
       threshold = o.null_score_diff_threshold
       if threshold is None and scored:
         # The original's two passes: find the best threshold on these answers, then use it.
-        raw, _, raw_null_odds = squad_data.postprocess_v2(examples, features, results,
-                                                          o.n_best_size, o.max_answer_length)
-        threshold = squad_data.evaluate(scored, raw, raw_null_odds)["best_f1_thresh"]
-      predictions, nbest, null_odds = squad_data.postprocess_v2(
+        raw, _, raw_null_odds = squad_predictions.postprocess_v2(
+            examples, features, results, o.n_best_size, o.max_answer_length)
+        threshold = squad_metrics.evaluate(scored, raw, raw_null_odds)["best_f1_thresh"]
+      predictions, nbest, null_odds = squad_predictions.postprocess_v2(
           examples, features, results, o.n_best_size, o.max_answer_length, threshold)
       written["null_odds"] = os.path.join(o.output_dir, "null_odds.json")
-      squad_data.write_json(written["null_odds"], null_odds)
+      squad_predictions.write_json(written["null_odds"], null_odds)
       self.null_score_diff_threshold = threshold
     # Written before scoring, so a scoring failure cannot lose a long prediction run.
-    squad_data.write_json(written["predictions"], predictions)
-    squad_data.write_json(written["nbest"], nbest)
+    squad_predictions.write_json(written["predictions"], predictions)
+    squad_predictions.write_json(written["nbest"], nbest)
     logger.info("Wrote %s", ", ".join(written.values()))
     if not scored:
       logger.info("%s has no answers to score: wrote the predictions, no eval_results.txt",
@@ -248,7 +250,7 @@ class SquadTask(FineTuningTask):
       metrics = cmrc2018.evaluate(scored, predictions)
       main = ("EM", "F1", "AVERAGE")
     else:
-      metrics = squad_data.evaluate(scored, predictions, null_odds)
+      metrics = squad_metrics.evaluate(scored, predictions, null_odds)
       main = ("exact_match", "f1") if "exact_match" in metrics else ("exact", "f1")
     if o.version_2_with_negative:
       metrics["null_score_diff_threshold"] = threshold

@@ -39,8 +39,8 @@ import time
 import typing
 
 from albert_tf import files
+from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import create
-from albert_tf.data.pretraining import records
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "albert_tf"
@@ -128,11 +128,11 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
         for record in shard_records:
           batch.append(record)
           if len(batch) >= 1024:
-            f.write(records.frame_records(batch))
+            f.write(tfrecords.frame_records(batch))
             count += len(batch)
             batch = []
         if batch:
-          f.write(records.frame_records(batch))
+          f.write(tfrecords.frame_records(batch))
           count += len(batch)
       yield shard, temp, count
 

@@ -32,6 +32,7 @@ import time
 from albert_tf import files
 from albert_tf import signals
 from albert_tf import tokenization
+from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import records
 from albert_tf.data.pretraining.instances import InstanceOptions, create_instances
 from albert_tf.data.pretraining.masking import (MaskingOptions, continued_word_start, mark_continued,
@@ -614,7 +615,7 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
   totals = collections.Counter()
   progress = _Progress(sum(os.path.getsize(p) for p in input_files))
   with _sigterm_interrupts():
-    writer = records.AtomicShardWriter(output_files)
+    writer = tfrecords.AtomicShardWriter(output_files)
     blocks = (item for index, path in enumerate(input_files)
               for item in iter_file_blocks(index, path, options, report))
     results = _results_in_order(blocks, options, workers)
