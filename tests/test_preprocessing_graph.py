@@ -16,7 +16,7 @@ from albert_tf.export import preprocessing
 from albert_tf.export.preprocessing import (InGraphTokenizer, PreprocessingModel, pack_inputs,
                                             save_preprocessing_model)
 from albert_tf.tokenization import FullTokenizer, encode_pair, preprocess_text
-from albert_tf.tokenization.tokenizer import _basic_tokenize
+from albert_tf.tokenization.tokenizer import basic_tokenize
 from reference_tokenization import ReferenceTokenizer, real_texts_with_latex_quotes
 from serving_requests import assert_rejected, empty_request, run
 
@@ -206,7 +206,7 @@ def test_basic_tokenize_in_graph_equals_python_on_random_unicode(tiny_vocab_file
   texts = _random_unicode_texts(20_000, seed=2 + int(lower))
   words = tf.function(graph.basic_tokenize)(_encode(texts)).to_list()
   differ = [(t, w) for t, w in zip(texts, words)
-            if [x.decode("utf-8") for x in w] != _basic_tokenize(t, lower)]
+            if [x.decode("utf-8") for x in w] != basic_tokenize(t, lower)]
   assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {ascii(differ[:3])}"
   assert _graph_ids(graph, texts) == python.encode_ids(texts)
 
@@ -217,7 +217,7 @@ def test_final_sigma_and_canonical_reordering_follow_python(tiny_graph):
            "a\U0001d16d\u034f\U0001d165b"]  # a class-0 mark ends the reordering run
   words = tiny_graph.basic_tokenize(_encode(texts)).to_list()
   assert [[w.decode("utf-8") for w in row] for row in words] == [
-      _basic_tokenize(t, True) for t in texts]
+      basic_tokenize(t, True) for t in texts]
   assert words[0] == ["οδος".encode("utf-8")]
   assert words[7] == ["a\U0001d165\U0001d16db".encode("utf-8")]
 

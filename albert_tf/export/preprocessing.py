@@ -40,7 +40,7 @@ from albert_tf.tokenization import tokenizer as py_tokenizer
 SPIECE_UNDERLINE = py_tokenizer.SPIECE_UNDERLINE
 PAD_ID = py_tokenizer.PAD_ID
 
-# The original's limit for one WordPiece word (`_wordpiece_tokenize`), in characters.
+# The original's limit for one WordPiece word (`wordpiece_tokenize`), in characters.
 _MAX_CHARS_PER_WORD = 200
 _NUM_CODEPOINTS = 0x110000
 _SURROGATES = range(0xD800, 0xE000)
@@ -142,11 +142,9 @@ def _final_sigma_pattern():
 
 @functools.lru_cache(maxsize=None)
 def _wordpiece_classes():
-  """RE2 classes of `_basic_tokenize`'s character tests, from the tokenizer's own predicates."""
-  # pylint: disable=protected-access
-  is_control, is_whitespace = py_tokenizer._is_control, py_tokenizer._is_whitespace
-  is_cjk_char, is_punctuation = py_tokenizer._is_cjk_char, py_tokenizer._is_punctuation
-  # pylint: enable=protected-access
+  """RE2 classes of the Python `basic_tokenize`'s character tests, from its own predicates."""
+  is_control, is_whitespace = py_tokenizer.is_control, py_tokenizer.is_whitespace
+  is_cjk_char, is_punctuation = py_tokenizer.is_cjk_char, py_tokenizer.is_punctuation
   dropped, spaces, cjk, punctuation = [], [], [], []
   for cp in range(_NUM_CODEPOINTS):
     if cp in _SURROGATES:
@@ -268,7 +266,7 @@ class InGraphTokenizer(tf.Module):
   SentencePiece mode (`spm_model_file`) runs `preprocess_text` in the graph, then
   tensorflow_text's FastSentencepieceTokenizer, then the original's digit-comma split. WordPiece
   mode (`vocab_file`) runs BERT's basic tokenizer in the graph, then tensorflow_text's
-  FastWordpieceTokenizer (greedy longest-match-first, as `_wordpiece_tokenize`). The model
+  FastWordpieceTokenizer (greedy longest-match-first, as `wordpiece_tokenize`). The model
   or vocab file is kept as a SavedModel asset (`tok.spm_model_file` / `tok.vocab_file`),
   though the graph holds its content and does not read it.
 
@@ -377,7 +375,7 @@ class InGraphTokenizer(tf.Module):
       self._needs_swap = "(?s).*(?:" + "|".join(p for p, _ in self._nfd_swaps) + ").*"
     # FastWordpieceTokenizer wants each token once; ids are mapped back to the line numbers
     # `load_vocab` gives (the first line of a duplicated token). "##" alone can never match
-    # in `_wordpiece_tokenize` (a suffix candidate has a character after "##").
+    # in `wordpiece_tokenize` (a suffix candidate has a character after "##").
     vocab, inv_vocab = py_tokenizer.load_vocab(reference.vocab_file)
     tokens = [t for i, t in enumerate(inv_vocab) if t and t != "##" and vocab[t] == i]
     self._unk_token = reference.convert_ids_to_tokens([reference.unk_id])[0]
@@ -388,7 +386,7 @@ class InGraphTokenizer(tf.Module):
     self._wordpiece_ids = tf.constant([vocab[t] for t in tokens], tf.int32)
 
   def _lower_and_strip_accents(self, text):
-    """`_basic_tokenize`'s `NFD(token.lower())` without Mn marks, on non-ASCII rows."""
+    """The Python `basic_tokenize`'s `NFD(token.lower())` without Mn marks, on non-ASCII rows."""
     text = _where_rows(_contains(text, _CAPITAL_SIGMA), text,
                        lambda t: tf.strings.regex_replace(t, *self._final_sigma))
     text = self._nfd(self._lower(text))
@@ -407,7 +405,7 @@ class InGraphTokenizer(tf.Module):
     return tf.strings.regex_replace(text, self._ccc0_marks_class, "")
 
   def basic_tokenize(self, strings):
-    """`_basic_tokenize`: strings [batch] -> words, string RaggedTensor [batch, (words)].
+    """The Python `basic_tokenize`: strings [batch] -> words, string RaggedTensor [batch, (words)].
 
     WordPiece mode only; the words that WordPiece then splits into pieces.
     """
