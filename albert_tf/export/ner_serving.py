@@ -38,9 +38,9 @@ import tensorflow_text as tf_text
 from albert_tf.data.ner import OUTSIDE
 from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.export.saving import save_atomically
-from albert_tf.export.preprocessing import InGraphTokenizer, _space_class, _valid_utf8
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS
+from albert_tf.tokenization.in_graph import InGraphTokenizer, valid_utf8, whitespace_class
 
 
 def entity_types(labels):
@@ -77,7 +77,7 @@ class NerServing(tf.Module):
                                      for t in labels], tf.int64)
     self._opens = tf.constant([t.startswith("B-") for t in labels])
     self._types = tf.constant(types + [""], tf.string)
-    self._space = _space_class() + "+"
+    self._space = whitespace_class() + "+"
 
   # --- words and pieces ---------------------------------------------------------------------
   def _words(self, text):
@@ -150,7 +150,7 @@ class NerServing(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
   def __call__(self, text):
     room = self.max_seq_length - 2
-    text = _valid_utf8(text)
+    text = valid_utf8(text)
     batch = tf.shape(text, out_type=tf.int64)[0]
     words, first_byte, end_byte = self._words(text)
     word_rows = tf.cast(words.row_splits, tf.int64)
