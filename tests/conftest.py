@@ -25,6 +25,45 @@ def shared_data():
   return SHARED_DATA
 
 
+# The tokenizers of the in-graph tests (test_in_graph_tokenizer.py, test_preprocessing_graph.py),
+# built once for both: the graph one and the Python one it must equal, SentencePiece on the real
+# model and WordPiece on in_graph_support.TINY_VOCAB, lowercasing.
+
+
+@pytest.fixture(scope="session")
+def spm_graph(shared_data):
+  from albert_tf.tokenization import in_graph  # pylint: disable=g-import-not-at-top
+  return in_graph.InGraphTokenizer(spm_model_file=shared_data / "sentencepiece" / "spiece.model",
+                                   do_lower_case=True)
+
+
+@pytest.fixture(scope="session")
+def spm_python(shared_data):
+  from albert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  return FullTokenizer(spm_model_file=shared_data / "sentencepiece" / "spiece.model",
+                       do_lower_case=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_vocab_file(tmp_path_factory):
+  from in_graph_support import TINY_VOCAB  # pylint: disable=g-import-not-at-top
+  path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+  path.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
+  return path
+
+
+@pytest.fixture(scope="session")
+def tiny_graph(tiny_vocab_file):
+  from albert_tf.tokenization import in_graph  # pylint: disable=g-import-not-at-top
+  return in_graph.InGraphTokenizer(vocab_file=tiny_vocab_file, do_lower_case=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_python(tiny_vocab_file):
+  from albert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  return FullTokenizer(vocab_file=tiny_vocab_file, do_lower_case=True)
+
+
 def float32_atol(reference, terms, ulps=4):
   """An absolute tolerance for float32 results that two graphs or kernel libraries (Eigen,
   oneDNN, any thread count) may sum in other orders: `ulps` units in the last place of the

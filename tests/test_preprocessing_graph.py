@@ -1,369 +1,35 @@
-"""Tests for albert_tf.export.preprocessing: in-graph tokenization, packing, SavedModel.
+"""Tests for albert_tf.export.preprocessing: the preprocessing SavedModel and TF Hub's packer.
 
-The bar is the Python tokenizer, literally: ids equal to `FullTokenizer.encode_ids` on every
-line of the real corpora, packing equal to `encode_pair`. Tests whose names contain
-"real_data" read ../shared/data; the others build a tiny vocab in a temporary folder.
+Its tokenization and packing are tokenization/in_graph.py's, tested for parity with the Python
+tokenizer in test_in_graph_tokenizer.py; here the saved model must give the same, wherever its
+folder goes. The tokenizers are conftest.py's session fixtures. Tests whose names contain
+"real_data" read ../shared/data.
 """
 
-import random
 import shutil
-import string
 
 import pytest
 import tensorflow as tf
 
 from albert_tf.export import preprocessing
-from albert_tf.export.preprocessing import (InGraphTokenizer, PreprocessingModel, pack_inputs,
-                                            save_preprocessing_model)
-from albert_tf.tokenization import FullTokenizer, encode_pair, preprocess_text
-from albert_tf.tokenization.tokenizer import _basic_tokenize
-from reference_tokenization import ReferenceTokenizer, real_texts_with_latex_quotes
+from albert_tf.export.preprocessing import PreprocessingModel, save_preprocessing_model
+from in_graph_support import a_words, encode, graph_packed, python_packed, spm_model
+from reference_tokenization import ReferenceTokenizer
 from serving_requests import assert_rejected, empty_request, run
-
-BATCH = 4096
-
-TINY_VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "σ", "ς", "##σ", "##ς", "南", ","]
-              + list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase]
-              + ["the", "##ing", "play", "a", ""])  # a duplicate and a blank line, as in the wild
-
-
-def _spm_model(shared_data):
-  return shared_data / "sentencepiece" / "spiece.model"
-
-
-def _read_lines(path):
-  """Lines of a real corpus file: utf-8 where it decodes, else Latin-1 (shakespeare-caesar)."""
-  data = path.read_bytes()
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError:
-    text = data.decode("latin-1")
-  return text.split("\n")  # keeps "\r" of CRLF files: the tokenizers must drop it alike
-
-
-def _tsv_columns(path, columns, header):
-  rows = [line.split("\t") for line in _read_lines(path)[1 if header else 0:] if line]
-  return [row[c] for row in rows for c in columns]
-
-
-def _english_corpora(shared_data):
-  corpus_en, glue = shared_data / "corpus_en", shared_data / "glue"
-  corpora = {}
-  for path in sorted((corpus_en / "nltk_gutenberg").glob("*.txt")):
-    corpora[f"gutenberg/{path.name}"] = _read_lines(path)
-  corpora["wikitext-2/valid.txt"] = _read_lines(corpus_en / "wikitext-2" / "valid.txt")
-  corpora["hf_wiki_text/wiki_00"] = _read_lines(corpus_en / "hf_wiki_text" / "wiki_00")
-  corpora["SST-2/dev"] = _tsv_columns(glue / "SST-2" / "dev.tsv", [0], header=True)
-  corpora["CoLA/dev"] = (_tsv_columns(glue / "CoLA" / "in_domain_dev.tsv", [3], header=False)
-                         + _tsv_columns(glue / "CoLA" / "out_of_domain_dev.tsv", [3],
-                                        header=False))
-  corpora["STS-B/dev"] = _tsv_columns(glue / "STS-B" / "dev.tsv", [7, 8], header=True)
-  corpora["QNLI/dev"] = _tsv_columns(glue / "QNLI" / "dev.tsv", [1, 2], header=True)
-  return corpora
-
-
-def _graph_ids(tokenizer, texts):
-  ids = []
-  for start in range(0, len(texts), BATCH):
-    batch = [t.encode("utf-8") for t in texts[start:start + BATCH]]
-    ids.extend(tokenizer.tokenize(tf.constant(batch, tf.string)).to_list())
-  return ids
-
-
-def _compare_corpora(graph, python, corpora):
-  """Per corpus: (lines compared, lines whose ids differ, first difference)."""
-  report = {}
-  for name, lines in corpora.items():
-    expected = python.encode_ids(lines)
-    got = _graph_ids(graph, lines)
-    differ = [i for i, (e, g) in enumerate(zip(expected, got)) if e != g]
-    first = None
-    if differ:
-      first = (lines[differ[0]][:80], expected[differ[0]][:12], got[differ[0]][:12])
-    report[name] = (len(lines), len(differ), first)
-  return report
-
-
-def _describe(report):
-  total = sum(n for n, _, _ in report.values())
-  lines = [f"{name}: {n} lines, {bad} differ" + (f", first {first}" if first else "")
-           for name, (n, bad, first) in report.items()]
-  return f"{total} lines compared\n" + "\n".join(lines)
-
-
-def _random_unicode_texts(count, seed):
-  """Short strings mixing ASCII, every kind of assigned character, and the hard cases."""
-  rng = random.Random(seed)
-  assigned = preprocessing._assigned()  # pylint: disable=protected-access
-  hard = (list("\u03a3\u03c3\u03c2\u0391\u0392\u039f\u0394\u0308\u0301\u0342.'\u02b0\u00ad"
-               "\u2028\u00a0\u3000\t\n\r``''\u0130\u03f91,2\u0345\u034f\u302e\ufffd\x00\x1c"
-               "\u200b\ufeff\u0f39\u0334\uf900\u1e9e")
-          + ["\U0001d16d", "\U0001d165", "\U0001d16e"])  # sigma, marks, Mc of class 216/226
-  texts = []
-  for _ in range(count):
-    chars = []
-    for _ in range(rng.randint(0, 12)):
-      roll = rng.random()
-      if roll < 0.4:
-        chars.append(rng.choice(hard))
-      elif roll < 0.6:
-        chars.append(chr(rng.randint(32, 126)))
-      else:
-        chars.append(rng.choice(assigned))
-    texts.append("".join(chars))
-  return texts
-
-
-def _encode(texts):
-  return tf.constant([t.encode("utf-8") for t in texts], tf.string)
-
-
-@pytest.fixture(scope="module")
-def spm_graph(shared_data):
-  return InGraphTokenizer(spm_model_file=_spm_model(shared_data), do_lower_case=True)
-
-
-@pytest.fixture(scope="module")
-def spm_python(shared_data):
-  return FullTokenizer(spm_model_file=_spm_model(shared_data), do_lower_case=True)
-
-
-@pytest.fixture(scope="module")
-def tiny_vocab_file(tmp_path_factory):
-  path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-  path.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
-  return path
-
-
-@pytest.fixture(scope="module")
-def tiny_graph(tiny_vocab_file):
-  return InGraphTokenizer(vocab_file=tiny_vocab_file, do_lower_case=True)
-
-
-@pytest.fixture(scope="module")
-def tiny_python(tiny_vocab_file):
-  return FullTokenizer(vocab_file=tiny_vocab_file, do_lower_case=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Ids on the real corpora.
-
-
-def test_spm_ids_equal_encode_ids_on_every_real_data_english_line(spm_graph, spm_python,
-                                                                  shared_data):
-  report = _compare_corpora(spm_graph, spm_python, _english_corpora(shared_data))
-  message = _describe(report)
-  print(message)
-  assert all(bad == 0 for _, bad, _ in report.values()), message
-  assert sum(n for n, _, _ in report.values()) > 145_000, message
-
-
-def test_spm_cased_ids_equal_encode_ids_on_a_real_data_sample(shared_data):
-  graph = InGraphTokenizer(spm_model_file=_spm_model(shared_data), do_lower_case=False)
-  python = FullTokenizer(spm_model_file=_spm_model(shared_data), do_lower_case=False)
-  sample = {name: lines[::5] for name, lines in _english_corpora(shared_data).items()}
-  report = _compare_corpora(graph, python, sample)
-  message = _describe(report)
-  print(message)
-  assert all(bad == 0 for _, bad, _ in report.values()), message
-  assert sum(n for n, _, _ in report.values()) > 29_000, message
-
-
-def test_wordpiece_ids_equal_encode_ids_on_every_real_data_chinese_line(shared_data):
-  vocab_file = shared_data / "chinese" / "albert_zh" / "vocab.txt"
-  graph = InGraphTokenizer(vocab_file=vocab_file, do_lower_case=True)
-  python = FullTokenizer(vocab_file=vocab_file, do_lower_case=True)
-  corpora = {path.name: _read_lines(path) for path in
-             sorted((shared_data / "chinese" / "uer_clue_corpus_small").glob("*.txt"))}
-  corpora["news_zh_1.txt"] = _read_lines(shared_data / "chinese" / "albert_zh" / "news_zh_1.txt")
-  report = _compare_corpora(graph, python, corpora)
-  message = _describe(report)
-  print(message)
-  assert all(bad == 0 for _, bad, _ in report.values()), message
-  assert sum(n for n, _, _ in report.values()) > 20_000, message
-
-
-# ---------------------------------------------------------------------------------------------
-# Unicode corners, beyond what the corpora contain.
-
-
-@pytest.mark.parametrize("lower", [True, False])
-def test_preprocess_text_in_graph_equals_python_on_random_unicode_real_data(shared_data, lower):
-  graph = InGraphTokenizer(spm_model_file=_spm_model(shared_data), do_lower_case=lower)
-  python = FullTokenizer(spm_model_file=_spm_model(shared_data), do_lower_case=lower)
-  texts = _random_unicode_texts(20_000, seed=int(lower))
-  normalised = tf.function(graph.preprocess_text)(_encode(texts)).numpy()
-  differ = [(t, n.decode("utf-8")) for t, n in zip(texts, normalised)
-            if n.decode("utf-8") != preprocess_text(t, lower=lower)]
-  assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {ascii(differ[:3])}"
-  assert _graph_ids(graph, texts) == python.encode_ids(texts)
-
-
-@pytest.mark.parametrize("lower", [True, False])
-def test_basic_tokenize_in_graph_equals_python_on_random_unicode(tiny_vocab_file, lower):
-  graph = InGraphTokenizer(vocab_file=tiny_vocab_file, do_lower_case=lower)
-  python = FullTokenizer(vocab_file=tiny_vocab_file, do_lower_case=lower)
-  texts = _random_unicode_texts(20_000, seed=2 + int(lower))
-  words = tf.function(graph.basic_tokenize)(_encode(texts)).to_list()
-  differ = [(t, w) for t, w in zip(texts, words)
-            if [x.decode("utf-8") for x in w] != _basic_tokenize(t, lower)]
-  assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {ascii(differ[:3])}"
-  assert _graph_ids(graph, texts) == python.encode_ids(texts)
-
-
-def test_final_sigma_and_canonical_reordering_follow_python(tiny_graph):
-  texts = ["ΟΔΟΣ", "ΣΑΣ.", "Σ", "ΑΣ\u00adΑ", "ΑΣ\u00ad", "ΑΣ'Σ", "ϹΣ",
-           "a\U0001d16d\U0001d165b",  # NFD puts class 216 before class 226
-           "a\U0001d16d\u034f\U0001d165b"]  # a class-0 mark ends the reordering run
-  words = tiny_graph.basic_tokenize(_encode(texts)).to_list()
-  assert [[w.decode("utf-8") for w in row] for row in words] == [
-      _basic_tokenize(t, True) for t in texts]
-  assert words[0] == ["οδος".encode("utf-8")]
-  assert words[7] == ["a\U0001d165\U0001d16db".encode("utf-8")]
-
-
-def test_invalid_utf8_is_tokenized_as_python_decoding_with_replacement_real_data(
-    spm_graph, spm_python, tiny_graph, tiny_python):
-  raw = [b"caf\xe9 au lait", b"\xff\xfe", b"a\xc0\x80b", b"\xed\xa0\x80x", b"ok \xe2\x82"]
-  with pytest.raises(UnicodeDecodeError):
-    spm_python.tokenize(raw[0])  # the Python tokenizer refuses; the graph must not fail
-  replaced = [r.decode("utf-8", errors="replace") for r in raw]
-  for graph, python in ((spm_graph, spm_python), (tiny_graph, tiny_python)):
-    assert graph.tokenize(tf.constant(raw)).to_list() == python.encode_ids(replaced)
-  # WordPiece's cleaning drops U+FFFD; the spm model's normaliser makes it a space.
-  for graph in (tiny_graph, spm_graph):
-    assert graph.tokenize(tf.constant([b"\xff", b"a\xffb"])).to_list()[0] == []
-  assert spm_python.convert_ids_to_tokens(
-      spm_graph.tokenize(tf.constant([b"a\xffb"])).to_list()[0]) == ["▁a", "▁b"]
-
-
-def test_wordpiece_word_longer_than_200_chars_is_one_unk(tiny_graph, tiny_python):
-  texts = ["a" * 200, "a" * 201 + " b", "b" * 400]
-  got = tiny_graph.tokenize(_encode(texts)).to_list()
-  assert got == tiny_python.encode_ids(texts)
-  assert got[1] == [tiny_python.unk_id, tiny_python.vocab["b"]]
-
-
-def test_score_ties_are_broken_as_the_python_sentencepiece_real_data(spm_graph, spm_python):
-  # A QNLI sentence where "666" scores the same as "6" + "66" and "66" + "6"; tensorflow_text's
-  # SentencepieceTokenizer picks the latter, the Python package (and ours) the former.
-  text = ("Its population is estimated at 1.740 million residents within a greater "
-          "metropolitan area of 2.666 million residents, which makes Warsaw the 9th "
-          "most-populous capital city in the European Union.")
-  got = spm_graph.tokenize(_encode([text])).to_list()[0]
-  assert got == spm_python.encode_ids([text])[0]
-  pieces = spm_python.convert_ids_to_tokens(got)
-  assert pieces[pieces.index("▁2") + 1:][:3] == [".", "6", "66"]
-
-
-def test_digit_comma_pieces_are_split_as_encode_pieces_real_data(spm_graph, spm_python):
-  texts = ["In 1990, the", "1,000, 12,3", "a1990,b x0,", "in 2010,2011, and 1990", "1990 ,"]
-  got = spm_graph.tokenize(_encode(texts)).to_list()
-  assert got == spm_python.encode_ids(texts)
-  assert spm_python.convert_ids_to_tokens(got[0]) == ["▁in", "▁1990", ",", "▁the"]
-
-
-def test_spm_ids_equal_the_original_rules_on_real_data_latex_quote_lines(spm_graph,
-                                                                          shared_data):
-  # The original ALBERT keeps `` and '' (no '"'), unlike XLNet and Hugging Face.
-  reference = ReferenceTokenizer(_spm_model(shared_data), do_lower_case=True)
-  texts = real_texts_with_latex_quotes(shared_data) + ["in 1990, (1990, a1990, 2,000, x1,"]
-  assert len(texts) > 300
-  got = _graph_ids(spm_graph, texts)
-  differ = [t for t, g in zip(texts, got) if g != reference.encode_ids(t)]
-  assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {differ[:3]}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Packing.
-
-
-def _python_packed(tokenizer, texts_a, texts_b, max_seq_length):
-  rows = [encode_pair(tokenizer, a, b, max_seq_length)
-          for a, b in zip(texts_a, texts_b or [None] * len(texts_a))]
-  return {"input_word_ids": [r["input_ids"] for r in rows],
-          "input_mask": [r["input_mask"] for r in rows],
-          "input_type_ids": [r["segment_ids"] for r in rows]}
-
-
-def _graph_packed(tokenizer, texts_a, texts_b, max_seq_length):
-  ids_a = tokenizer.tokenize(_encode(texts_a))
-  ids_b = None if texts_b is None else tokenizer.tokenize(_encode(texts_b))
-  packed = pack_inputs(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=tokenizer.cls_id,
-                       sep_id=tokenizer.sep_id)
-  for value in packed.values():
-    assert value.dtype == tf.int32 and value.shape == (len(texts_a), max_seq_length)
-  return {key: value.numpy().tolist() for key, value in packed.items()}
-
-
-def _words(n):
-  return " ".join(["a"] * n)
-
-
-@pytest.mark.parametrize("max_seq_length", [8, 128])
-def test_pack_inputs_equals_encode_pair_for_random_lengths(tiny_graph, tiny_python,
-                                                           max_seq_length):
-  # Every pair of lengths around the budget (ties included), then random long ones;
-  # a text_b without pieces ("" or " ") is one segment, as the original's `if tokens_b:`.
-  near = range(0, max_seq_length + 5) if max_seq_length < 16 else range(58, 70)
-  pairs = [(la, lb) for la in near for lb in near]
-  rng = random.Random(max_seq_length)
-  pairs += [(rng.randint(0, 400), rng.randint(0, 400)) for _ in range(300)]
-  pairs += [(n, n) for n in range(0, 300, 7)]
-  texts_a = [_words(la) for la, _ in pairs] + ["", "a", _words(500), " "]
-  texts_b = [_words(lb) for _, lb in pairs] + ["", "", "", " "]
-  assert (_graph_packed(tiny_graph, texts_a, texts_b, max_seq_length)
-          == _python_packed(tiny_python, texts_a, texts_b, max_seq_length))
-  assert (_graph_packed(tiny_graph, texts_a, None, max_seq_length)
-          == _python_packed(tiny_python, texts_a, None, max_seq_length))
-  assert (_python_packed(tiny_python, ["a", "a"], [" ", ""], max_seq_length)
-          == _python_packed(tiny_python, ["a", "a"], None, max_seq_length))
-
-
-def test_pack_inputs_cuts_the_longer_segment_first_then_alternates_b_first(tiny_graph):
-  ids_a = tiny_graph.tokenize(_encode([_words(9), _words(3), _words(6)]))
-  ids_b = tiny_graph.tokenize(_encode([_words(2), _words(9), _words(6)]))
-  packed = pack_inputs(ids_a, ids_b, max_seq_length=10, cls_id=2, sep_id=3)
-  type_ids = packed["input_type_ids"].numpy()
-  # budget 7: A 9 -> 5 with B 2; B 9 -> 4 with A 3; 6 and 6 -> A 4, B 3 (B loses first).
-  assert [list(row[:10]) for row in type_ids] == [[0] * 7 + [1] * 3,
-                                                  [0] * 5 + [1] * 5,
-                                                  [0] * 6 + [1] * 4]
-
-
-def test_pack_inputs_equals_encode_pair_on_real_data_qnli_pairs(spm_graph, spm_python,
-                                                               shared_data):
-  rows = _tsv_columns(shared_data / "glue" / "QNLI" / "dev.tsv", [1, 2], header=True)[:1000]
-  questions, sentences = rows[0::2], rows[1::2]
-  for max_seq_length in (8, 128):
-    assert (_graph_packed(spm_graph, questions, sentences, max_seq_length)
-            == _python_packed(spm_python, questions, sentences, max_seq_length))
-
-
-def test_pack_inputs_rejects_a_max_seq_length_without_room_for_special_tokens(tiny_graph):
-  ids = tiny_graph.tokenize(_encode(["a"]))
-  with pytest.raises(ValueError, match=">= 3"):
-    pack_inputs(ids, ids, max_seq_length=2, cls_id=2, sep_id=3)
-  with pytest.raises(ValueError, match=">= 2"):
-    pack_inputs(ids, max_seq_length=1, cls_id=2, sep_id=3)
-
-
-# ---------------------------------------------------------------------------------------------
-# SavedModel.
 
 
 def _assert_saved_model_matches(export_dir, tokenizer, python, texts_a, texts_b,
                                 max_seq_length):
   loaded = tf.saved_model.load(str(export_dir))
   assert set(loaded.signatures) == {"serving_default", "encode_pair"}
-  single = loaded.signatures["serving_default"](text_a=_encode(texts_a))
-  pair = loaded.signatures["encode_pair"](text_a=_encode(texts_a), text_b=_encode(texts_b))
-  expected_single = _graph_packed(tokenizer, texts_a, None, max_seq_length)
-  expected_pair = _graph_packed(tokenizer, texts_a, texts_b, max_seq_length)
+  single = loaded.signatures["serving_default"](text_a=encode(texts_a))
+  pair = loaded.signatures["encode_pair"](text_a=encode(texts_a), text_b=encode(texts_b))
+  expected_single = graph_packed(tokenizer, texts_a, None, max_seq_length)
+  expected_pair = graph_packed(tokenizer, texts_a, texts_b, max_seq_length)
   assert {k: v.numpy().tolist() for k, v in single.items()} == expected_single
   assert {k: v.numpy().tolist() for k, v in pair.items()} == expected_pair
-  assert expected_pair == _python_packed(python, texts_a, texts_b, max_seq_length)
-  assert (loaded.tokenizer.tokenize(_encode(texts_a)).to_list()
+  assert expected_pair == python_packed(python, texts_a, texts_b, max_seq_length)
+  assert (loaded.tokenizer.tokenize(encode(texts_a)).to_list()
           == python.encode_ids(texts_a))
   return loaded
 
@@ -371,7 +37,7 @@ def _assert_saved_model_matches(export_dir, tokenizer, python, texts_a, texts_b,
 def test_saved_preprocessing_model_works_after_moving_its_folder_real_data(
     spm_graph, spm_python, shared_data, tmp_path):
   export_dir = save_preprocessing_model(str(tmp_path / "saved"),
-                                        spm_model_file=_spm_model(shared_data),
+                                        spm_model_file=spm_model(shared_data),
                                         max_seq_length=32)
   moved = tmp_path / "elsewhere" / "preprocessing"
   shutil.copytree(export_dir, moved)
@@ -381,8 +47,8 @@ def test_saved_preprocessing_model_works_after_moving_its_folder_real_data(
   texts_b = ["A second sentence.", "b only", "", "x " * 40]
   loaded = _assert_saved_model_matches(moved, spm_graph, spm_python, texts_a, texts_b, 32)
   # Held to the original's rules too, not only to our Python tokenizer ("``quotes''").
-  reference = ReferenceTokenizer(_spm_model(shared_data), do_lower_case=True)
-  assert (loaded.tokenizer.tokenize(_encode(texts_a)).to_list()
+  reference = ReferenceTokenizer(spm_model(shared_data), do_lower_case=True)
+  assert (loaded.tokenizer.tokenize(encode(texts_a)).to_list()
           == [reference.encode_ids(t) for t in texts_a])
 
 
@@ -395,8 +61,8 @@ def test_saved_wordpiece_preprocessing_model_keeps_its_vocab_as_an_asset(
       "encode_pair": model.encode_pair.get_concrete_function()})
   assert (export_dir / "assets" / tiny_vocab_file.name).read_bytes() == (
       tiny_vocab_file.read_bytes())
-  texts_a = ["the playing", "南京 Σ", "", _words(12)]
-  texts_b = ["a b", "", "c", _words(12)]
+  texts_a = ["the playing", "南京 Σ", "", a_words(12)]
+  texts_b = ["a b", "", "c", a_words(12)]
   loaded = _assert_saved_model_matches(export_dir, tiny_graph, tiny_python, texts_a, texts_b, 8)
   # A malformed request is named; an empty batch is an empty answer.
   assert_rejected(str(export_dir), loaded, "encode_pair",

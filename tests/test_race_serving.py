@@ -10,10 +10,10 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.data.race import (MultipleChoiceExample, convert_example, process_text, qa_text,
                                  read_race_examples)
-from albert_tf.export.preprocessing import InGraphTokenizer
 from albert_tf.export.race_serving import MultipleChoiceServing, export_multiple_choice
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tokenization import FullTokenizer
+from albert_tf.tokenization.in_graph import InGraphTokenizer
 from conftest import ROOT, SHARED_DATA
 from serving_requests import assert_rejected, empty_request, run
 

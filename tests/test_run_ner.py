@@ -89,13 +89,13 @@ def test_conll_run_writes_entity_f1_and_predictions_conlleval_reads(conll):
 
 
 @functools.lru_cache(maxsize=None)
-def _signature(export_dir):
-  return tf.saved_model.load(export_dir).signatures["serving_default"]
+def _loaded(export_dir):
+  return tf.saved_model.load(export_dir)
 
 
 def _served(export_dir, texts):
   """The export's entities of each text: [(type, start, end, text, score)] per text."""
-  out = _signature(str(export_dir))(text=tf.constant(texts, tf.string))
+  out = _loaded(str(export_dir)).signatures["serving_default"](text=tf.constant(texts, tf.string))
   out = {k: v.numpy() for k, v in out.items()}
   assert out["start"].shape == out["entity_text"].shape == (len(texts), out["start"].shape[1])
   rows = []
@@ -130,6 +130,12 @@ def test_the_export_tags_raw_text_as_do_predict_tagged_the_words(conll, tmp_path
   assert session["entity_text"].tolist() == [
       [e[3].encode() for e in r] + [b""] * (session["entity_text"].shape[1] - len(r))
       for r in served[:3]]
+  # A text with a NUL byte, which the whitespace split cannot read past, is refused by name both
+  # ways (export/requests.py), not tagged up to the NUL.
+  serving_requests.assert_rejected(
+      str(export), _loaded(str(export)), "serving_default",
+      {"text": ["EU rejects German call", "EU\x00 rejects German call"]},
+      "text row 1 holds a NUL byte")
   # A request is computed at its longest window, not at max_seq_length: short sentences
   # alone (narrow calls) tag as in the batch, which has windows of the full width.
   short = sorted(range(len(texts)), key=lambda i: len(texts[i]))[len(texts) // 2:][:12]

@@ -336,10 +336,10 @@ def zh_serving(zh):
   # pylint: disable=g-import-not-at-top
   from albert_tf.interop.checkpoints import load_checkpoint
   from albert_tf.config import AlbertConfig
-  from albert_tf.export.preprocessing import InGraphTokenizer
   from albert_tf.export.squad_serving import SquadServing
   from albert_tf.modeling.squad import AlbertSquad
   from albert_tf.tokenization import FullTokenizer
+  from albert_tf.tokenization.in_graph import InGraphTokenizer
   # pylint: enable=g-import-not-at-top
   o = zh["options"]
   model = AlbertSquad(AlbertConfig.from_json_file(o.albert_config_file))

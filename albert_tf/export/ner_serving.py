@@ -27,9 +27,12 @@ What `run_ner.py --do_predict` does happens in the graph, so the two agree on th
   word's first character to its last word's last, so `text[start:end] == entity_text`.
 
 `score` is the mean, over the entity's words, of the softmax of the head's emissions at the
-decoded tag (with a CRF this is the emission softmax, not the CRF's marginal). Any string is
-a valid request: an empty or blank text has no entities, invalid UTF-8 is read with U+FFFD in
-place of each bad sequence (offsets count characters of that repaired text).
+decoded tag (with a CRF this is the emission softmax, not the CRF's marginal). An empty or
+blank text has no entities, as `--do_predict` gives it; invalid UTF-8 is read with U+FFFD in
+place of each bad sequence (offsets count characters of that repaired text). The one malformed
+request (export/requests.py) is a text holding a NUL byte under the `whitespace` split: the
+split cannot read past one (tensorflow_text's regex_split_with_offsets stops there), so the
+words after it would silently go untagged; it is an INVALID_ARGUMENT naming the row.
 """
 
 import tensorflow as tf
@@ -37,10 +40,14 @@ import tensorflow_text as tf_text
 
 from albert_tf.data.ner import OUTSIDE
 from albert_tf.data.ner_features import WORD_SPLITS
+from albert_tf.export import requests
 from albert_tf.export.saving import save_atomically
-from albert_tf.export.preprocessing import InGraphTokenizer, _space_class, _valid_utf8
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS
+from albert_tf.tokenization.in_graph import (InGraphTokenizer, contains, valid_utf8,
+                                             whitespace_class)
+
+_NUL = "\x00"
 
 
 def entity_types(labels):
@@ -77,9 +84,18 @@ class NerServing(tf.Module):
                                      for t in labels], tf.int64)
     self._opens = tf.constant([t.startswith("B-") for t in labels])
     self._types = tf.constant(types + [""], tf.string)
-    self._space = _space_class() + "+"
+    self._space = whitespace_class() + "+"
 
-  # --- words and pieces ---------------------------------------------------------------------
+  # --- the request and its words ------------------------------------------------------------
+  def _rules(self, text):
+    """The rules of a request (see the module docstring): none with the `characters` split."""
+    if self.word_split != "whitespace":
+      return []
+    return [requests.every_row(
+        tf.logical_not(contains(text, _NUL)),
+        "text row {} holds a NUL byte (U+0000); this model splits text into words at "
+        "whitespace and cannot read past one")]
+
   def _words(self, text):
     """Words ragged [batch, (words)] with their first byte and end byte in `text`."""
     if self.word_split == "whitespace":
@@ -149,8 +165,9 @@ class NerServing(tf.Module):
   # --- the serving function -----------------------------------------------------------------
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
   def __call__(self, text):
+    text = requests.checked(text, self._rules(text))
     room = self.max_seq_length - 2
-    text = _valid_utf8(text)
+    text = valid_utf8(text)
     batch = tf.shape(text, out_type=tf.int64)[0]
     words, first_byte, end_byte = self._words(text)
     word_rows = tf.cast(words.row_splits, tf.int64)

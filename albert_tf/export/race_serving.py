@@ -19,11 +19,11 @@ time, as `FullTokenizer.tokenize` does in Python.
 
 import tensorflow as tf
 
-from albert_tf.export.saving import save_atomically
 from albert_tf.export import requests
-from albert_tf.export.preprocessing import (InGraphTokenizer, _contains, _prefix,
-                                            _ragged_gather_runs, pack_inputs)
+from albert_tf.export.saving import save_atomically
 from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.tokenization.in_graph import (InGraphTokenizer, contains, gather_runs,
+                                             pack_inputs, row_prefixes)
 
 _BLANK = "_"
 
@@ -41,7 +41,7 @@ def _fill_blanks(questions, options):
 
 def _suffix(ids, lengths):
   """The last `lengths[i]` ids of each row."""
-  values = _ragged_gather_runs(ids.values, ids.row_limits() - lengths, lengths)
+  values = gather_runs(ids.values, ids.row_limits() - lengths, lengths)
   return tf.RaggedTensor.from_row_lengths(values, lengths, validate=False)
 
 
@@ -90,7 +90,7 @@ class MultipleChoiceServing(tf.Module):
     article, question = self._process_text(article), self._process_text(question)
     options = self._process_text(tf.reshape(options, [-1]))  # [batch * choices], row-major
     questions = tf.repeat(question, choices)
-    qa = tf.where(tf.repeat(_contains(question, _BLANK), choices),
+    qa = tf.where(tf.repeat(contains(question, _BLANK), choices),
                   _fill_blanks(questions, options),
                   tf.strings.join([questions, options], separator=" "))
     qa_ids = self.tokenizer.tokenize(qa)
@@ -98,7 +98,7 @@ class MultipleChoiceServing(tf.Module):
     context = self.tokenizer.tokenize(article)
     context = tf.gather(context, tf.repeat(tf.range(tf.shape(article)[0]), choices))
     room = self.max_seq_length - 3 - qa_ids.row_lengths()
-    context = _prefix(context, tf.minimum(context.row_lengths(), room))
+    context = row_prefixes(context, tf.minimum(context.row_lengths(), room))
     # Both parts already fit, so pack_inputs cuts nothing: [CLS] article [SEP] qa [SEP].
     # The original's RACE packing writes B's [SEP] even for an empty qa (race_utils.py).
     inputs = pack_inputs(context, qa_ids, max_seq_length=self.max_seq_length,

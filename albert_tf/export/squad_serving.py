@@ -33,11 +33,11 @@ import functools
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.export.saving import save_atomically
 from albert_tf.export import requests
-from albert_tf.export.preprocessing import (InGraphTokenizer, _ragged_gather_runs,
-                                            _space_class, _valid_utf8, _wordpiece_classes)
+from albert_tf.export.saving import save_atomically
 from albert_tf.tokenization import SPIECE_UNDERLINE, FullTokenizer
+from albert_tf.tokenization.in_graph import (InGraphTokenizer, gather_runs, valid_utf8,
+                                             whitespace_class, wordpiece_classes)
 from albert_tf.tokenization.offsets import wordpiece_char_length
 
 _NEG_INF = float("-inf")
@@ -82,7 +82,7 @@ class SquadServing(tf.Module):
     self.max_query_length, self.n_best_size = max_query_length, n_best_size
     self.max_answer_length = max_answer_length
     self.null_score_diff_threshold = null_score_diff_threshold
-    self._space = _space_class() + "+"
+    self._space = whitespace_class() + "+"
     if reference.is_spm:
       self._build_spm(reference)
     else:
@@ -113,7 +113,7 @@ class SquadServing(tf.Module):
     starts, char_lengths = _wordpiece_char_lengths(reference.do_lower_case)
     self._char_run_starts = tf.constant(starts, tf.int32)
     self._char_run_lengths = tf.constant(char_lengths, tf.int64)
-    _, space, cjk, punctuation = _wordpiece_classes()
+    _, space, cjk, punctuation = wordpiece_classes()
     self._word_split = f"{space}+|{cjk}|{punctuation}"
     self._word_keep = f"{cjk}|{punctuation}"
 
@@ -218,7 +218,7 @@ class SquadServing(tf.Module):
   def context_pieces(self, context):
     """Ids of each context's pieces and the bytes they cover (first, last): ragged
     [batch, (n)] each. Not a signature; for inspecting the alignment after loading."""
-    return self._context_pieces(_valid_utf8(context))
+    return self._context_pieces(valid_utf8(context))
 
   # --- the serving function ------------------------------------------------------------------
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="question"),
@@ -227,7 +227,7 @@ class SquadServing(tf.Module):
     seq = self.max_seq_length
     question, context = requests.checked(
         (question, context), requests.same_rows(question=question, context=context))
-    context = _valid_utf8(context)
+    context = valid_utf8(context)
     batch = tf.shape(context, out_type=tf.int64)[0]
     query = self.tokenizer.tokenize(question)[:, :self.max_query_length]
     doc, first_byte, last_byte = self._context_pieces(context)
@@ -245,7 +245,7 @@ class SquadServing(tf.Module):
     doc_base = tf.gather(doc.row_starts(), example)
     windows = tf.shape(example, out_type=tf.int64)[0]
     tokens = tf.RaggedTensor.from_row_lengths(
-        _ragged_gather_runs(doc.flat_values, doc_base + w_start, w_len), w_len, validate=False)
+        gather_runs(doc.flat_values, doc_base + w_start, w_len), w_len, validate=False)
     q = tf.gather(query, example)
     doc_offset = q.row_lengths() + 2
     cls_col = _column(self.tokenizer.cls_id, windows)

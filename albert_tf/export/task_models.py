@@ -6,11 +6,11 @@ Serving can be sent plain strings: `{"instances": [{"text": "the [MASK] sat on t
 
 import tensorflow as tf
 
-from albert_tf.export.saving import save_atomically
 from albert_tf.export import requests
-from albert_tf.export.preprocessing import InGraphTokenizer, pack_inputs
-from albert_tf.tokenization import FullTokenizer
+from albert_tf.export.saving import save_atomically
 from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.tokenization import FullTokenizer
+from albert_tf.tokenization.in_graph import InGraphTokenizer, pack_inputs
 
 MASK_TOKEN = "[MASK]"
 

@@ -20,10 +20,10 @@ its part of the word (`##` pieces included) and an [UNK] the whole word.
 import bisect
 import unicodedata
 
-from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, _is_cjk_char, _is_control,
-                                              _is_punctuation, _is_whitespace,
-                                              _wordpiece_tokenize, is_digit_comma_piece,
-                                              preprocess_text, split_digit_comma_piece)
+from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, is_cjk_char, is_control,
+                                              is_digit_comma_piece, is_punctuation,
+                                              is_whitespace, preprocess_text,
+                                              split_digit_comma_piece, wordpiece_tokenize)
 
 
 def normalize_with_offsets(text, lower):
@@ -138,23 +138,23 @@ def encode_with_offsets(tokenizer, text):
 
 
 def _lower_and_strip_accents(text):
-  """`_basic_tokenize`'s normalisation of one word: NFD of the lowercase, no Mn marks."""
+  """`basic_tokenize`'s normalisation of one word: NFD of the lowercase, no Mn marks."""
   text = unicodedata.normalize("NFD", text.lower())
   return "".join(c for c in text if unicodedata.category(c) != "Mn")
 
 
 def wordpiece_char_length(char, do_lower_case):
-  """How many characters of a word `_basic_tokenize` makes of `char` found inside one: 0 for
+  """How many characters of a word `basic_tokenize` makes of `char` found inside one: 0 for
   what the cleaning (or, lowercasing, the accent stripping) drops. Taken alone, as the
   alignment here (and the serving graph's) takes each character."""
   cp = ord(char)
-  if cp == 0 or cp == 0xFFFD or _is_control(char):
+  if cp == 0 or cp == 0xFFFD or is_control(char):
     return 0
   return len(_lower_and_strip_accents(char)) if do_lower_case else 1
 
 
 def _basic_words_with_origins(text, do_lower_case):
-  """`_basic_tokenize(text)` as (word, firsts, lasts) triples: word[k] came from the raw
+  """`basic_tokenize(text)` as (word, firsts, lasts) triples: word[k] came from the raw
   characters firsts[k]..lasts[k] of `text` (inclusive): its own, plus those the cleaning or
   accent stripping dropped after it within its whitespace-delimited token."""
   # Cleaning and CJK splitting, one raw character at a time: (character or None, origin),
@@ -162,11 +162,11 @@ def _basic_words_with_origins(text, do_lower_case):
   chars = []
   for i, c in enumerate(text):
     cp = ord(c)
-    if cp == 0 or cp == 0xFFFD or _is_control(c):
+    if cp == 0 or cp == 0xFFFD or is_control(c):
       chars.append((None, i))
-    elif _is_whitespace(c):
+    elif is_whitespace(c):
       chars.append((" ", i))
-    elif _is_cjk_char(cp):
+    elif is_cjk_char(cp):
       chars.extend(((" ", i), (c, i), (" ", i)))
     else:
       chars.append((c, i))
@@ -201,10 +201,10 @@ def _basic_words_with_origins(text, do_lower_case):
       lasts = [max(o, n - 1) for o, n in zip(origins, origins[1:] + [end + 1])]
     else:  # the token normalises differently whole than character-wise: each spans it all
       origins, lasts = [kept[0][1]] * len(normalized), [end] * len(normalized)
-    # Punctuation splitting, as `_basic_tokenize`.
+    # Punctuation splitting, as `basic_tokenize`.
     begin = 0
     for k, c in enumerate(normalized):
-      if _is_punctuation(c):
+      if is_punctuation(c):
         if k > begin:
           words.append((normalized[begin:k], origins[begin:k], lasts[begin:k]))
         words.append((c, origins[k:k + 1], lasts[k:k + 1]))
@@ -220,7 +220,7 @@ def _wordpiece_with_offsets(tokenizer, text):
   vocab = tokenizer._vocab  # pylint: disable=protected-access
   pieces, starts, ends = [], [], []
   for word, origins, lasts in _basic_words_with_origins(text, tokenizer.do_lower_case):
-    word_pieces = _wordpiece_tokenize(word, vocab, unk)
+    word_pieces = wordpiece_tokenize(word, vocab, unk)
     if word_pieces == [unk]:  # an unknown word is one [UNK]: it spans the whole word
       pieces.append(unk)
       starts.append(origins[0])

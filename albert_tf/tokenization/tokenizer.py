@@ -22,9 +22,9 @@ SPIECE_UNDERLINE = "\u2581"
 _DIGIT_COMMA = re.compile(r"\d,")
 
 # Special tokens of each mode; their ids are looked up, never assumed.
-_SPM_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-_WORDPIECE_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
-                       "mask": "[MASK]"}
+SPM_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+WORDPIECE_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
+                      "mask": "[MASK]"}
 
 # The original's `_is_start_piece` set: ASCII punctuation without "'", "<", "=" and ">".
 # Kept verbatim, so a piece such as "?'" starts a word exactly as in the original.
@@ -119,19 +119,25 @@ def _check_file(path, argument):
 # BERT's basic tokenizer and WordPiece, used when no SentencePiece model is given.
 
 
-def _is_whitespace(char):
+def is_whitespace(char):
+  """BERT's whitespace: space, tab, newline, carriage return and the Zs category. Not
+  `str.isspace()` (which also takes U+2028, U+0085, ...)."""
   if char in (" ", "\t", "\n", "\r"):
     return True
   return unicodedata.category(char) == "Zs"
 
 
-def _is_control(char):
+def is_control(char):
+  """BERT's control characters, which its cleaning drops: the C* categories but tab, newline
+  and carriage return (whitespace to BERT)."""
   if char in ("\t", "\n", "\r"):  # whitespace, not control, for BERT
     return False
   return unicodedata.category(char).startswith("C")
 
 
-def _is_punctuation(char):
+def is_punctuation(char):
+  """BERT's punctuation, split off as a word of its own: the P* categories and all non-letter,
+  non-digit ASCII symbols."""
   cp = ord(char)
   # Non-letter ASCII such as "^", "$" and "`" count as punctuation, as in BERT.
   if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
@@ -139,7 +145,7 @@ def _is_punctuation(char):
   return unicodedata.category(char).startswith("P")
 
 
-def _is_cjk_char(cp):
+def is_cjk_char(cp):
   """CJK Unified Ideographs blocks (not Hangul, Hiragana or Katakana), as in BERT."""
   return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
       or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F
@@ -147,16 +153,16 @@ def _is_cjk_char(cp):
       or 0x2F800 <= cp <= 0x2FA1F)
 
 
-def _basic_tokenize(text, do_lower_case):
+def basic_tokenize(text, do_lower_case):
   """BERT's BasicTokenizer: clean, isolate CJK chars, lowercase/strip accents, split punct."""
   chars = []
   for char in text:
     cp = ord(char)
-    if cp == 0 or cp == 0xFFFD or _is_control(char):
+    if cp == 0 or cp == 0xFFFD or is_control(char):
       continue
-    if _is_whitespace(char):
+    if is_whitespace(char):
       chars.append(" ")
-    elif _is_cjk_char(cp):
+    elif is_cjk_char(cp):
       chars.extend((" ", char, " "))
     else:
       chars.append(char)
@@ -167,7 +173,7 @@ def _basic_tokenize(text, do_lower_case):
       token = "".join(c for c in token if unicodedata.category(c) != "Mn")
     current = []
     for char in token:
-      if _is_punctuation(char):
+      if is_punctuation(char):
         if current:
           tokens.append("".join(current))
           current = []
@@ -179,7 +185,7 @@ def _basic_tokenize(text, do_lower_case):
   return tokens
 
 
-def _wordpiece_tokenize(word, vocab, unk_token, max_input_chars_per_word=200):
+def wordpiece_tokenize(word, vocab, unk_token, max_input_chars_per_word=200):
   """Greedy longest-match-first split of one word; the whole word is `unk_token` on failure."""
   if len(word) > max_input_chars_per_word:
     return [unk_token]
@@ -239,13 +245,13 @@ class FullTokenizer:
       self._inv_vocab = [self.sp_model.id_to_piece(i)
                 for i in range(self.sp_model.get_piece_size())]
       self._vocab = {piece: i for i, piece in enumerate(self._inv_vocab)}
-      self._specials = _SPM_SPECIALS
+      self._specials = SPM_SPECIALS
     elif vocab_file is not None:
       vocab_file = os.fspath(vocab_file)
       _check_file(vocab_file, "vocab_file")
       self.vocab_file = vocab_file
       self._vocab, self._inv_vocab = load_vocab(vocab_file)
-      self._specials = _WORDPIECE_SPECIALS
+      self._specials = WORDPIECE_SPECIALS
       if self._specials["unk"] not in self._vocab:
         raise ValueError(f"vocab_file {vocab_file!r} has no {self._specials['unk']} "
                  "token, which WordPiece needs for words it cannot split")
@@ -275,8 +281,8 @@ class FullTokenizer:
       return encode_pieces(self.sp_model, preprocess_text(text, lower=self.do_lower_case))
     unk = self._specials["unk"]
     pieces = []
-    for word in _basic_tokenize(text, self.do_lower_case):
-      pieces.extend(_wordpiece_tokenize(word, self._vocab, unk))
+    for word in basic_tokenize(text, self.do_lower_case):
+      pieces.extend(wordpiece_tokenize(word, self._vocab, unk))
     return pieces
 
   def encode_ids(self, texts):

@@ -22,19 +22,19 @@ import tempfile
 
 import sentencepiece
 
-from albert_tf.tokenization.tokenizer import _SPM_SPECIALS, preprocess_text
+from albert_tf.tokenization.tokenizer import SPM_SPECIALS, preprocess_text
 
 # The original's trainer_spec (read from ALBERT's released 30k-clean.model), less its corpus.
 RECIPE = {
     "model_type": "unigram",
     "pad_id": 0,
-    "pad_piece": _SPM_SPECIALS["pad"],
+    "pad_piece": SPM_SPECIALS["pad"],
     "unk_id": 1,
-    "unk_piece": _SPM_SPECIALS["unk"],
+    "unk_piece": SPM_SPECIALS["unk"],
     "bos_id": -1,
     "eos_id": -1,
     # Control symbols take the next ids in this order: [CLS]=2, [SEP]=3, [MASK]=4.
-    "control_symbols": [_SPM_SPECIALS["cls"], _SPM_SPECIALS["sep"], _SPM_SPECIALS["mask"]],
+    "control_symbols": [SPM_SPECIALS["cls"], SPM_SPECIALS["sep"], SPM_SPECIALS["mask"]],
     "user_defined_symbols": ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"],
     "character_coverage": 0.99995,
     "shuffle_input_sentence": True,
@@ -182,7 +182,7 @@ def train_sentencepiece(input_files, model_prefix, vocab_size, do_lower_case=Tru
   model_file = model_prefix + ".model"
   sp_model = sentencepiece.SentencePieceProcessor(model_file=model_file)
   special_ids = " ".join(f"{piece}={sp_model.piece_to_id(piece)}"
-                         for piece in _SPM_SPECIALS.values())
+                         for piece in SPM_SPECIALS.values())
   log(f"wrote {model_file} and {model_prefix}.vocab: {sp_model.get_piece_size()} pieces, "
       f"{special_ids}")
   return model_file

@@ -100,13 +100,13 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
     """(block key, block) -> (shard, record) for each record; statistics as "stats"."""
 
     def setup(self):
-      create._init_worker(options)  # pylint: disable=protected-access
+      create.init_worker(options)
 
     def process(self, item):
       key, (block, notes) = item
       serialized, stats, long_lines = create.process_block(key, block, notes)
       for long_line in long_lines:
-        create._log_long_line(long_line, options.dupe_factor)  # pylint: disable=protected-access
+        create.log_long_line(long_line, options.dupe_factor)
       first = create.shard_offset(options.random_seed, key, num_shards)
       for k, record in enumerate(serialized):
         yield (first + k) % num_shards, record

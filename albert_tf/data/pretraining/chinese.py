@@ -17,7 +17,7 @@ import logging
 import jieba
 
 # The tokenizer's own test for the characters its basic tokenizer isolates, one piece each.
-from albert_tf.tokenization.tokenizer import _is_cjk_char
+from albert_tf.tokenization.tokenizer import is_cjk_char
 
 
 def load_jieba():
@@ -42,7 +42,7 @@ def is_chinese_word(word):
 
 
 def _all_cjk(text):
-  return all(_is_cjk_char(ord(c)) for c in text)
+  return all(is_cjk_char(ord(c)) for c in text)
 
 
 def _pieces(tokenizer, text, cache):

@@ -306,7 +306,10 @@ def shard_offset(random_seed, block_key, num_shards):
 _WORKER = {}
 
 
-def _init_worker(options):
+def init_worker(options):
+  """Readies this process for `process_block` under `options`: the tokenizer, the masking
+  and instance options. Each worker process calls it once (the local pool's initializer, a
+  Beam DoFn's setup) and keeps them for every block it processes."""
   tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
                                          do_lower_case=options.do_lower_case,
                                          spm_model_file=options.spm_model_file)
@@ -337,7 +340,7 @@ def _init_worker(options):
 def _init_pool_worker(options):
   # Ctrl-C reaches the whole process group: the driver alone stops, and terminates the pool.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
-  _init_worker(options)
+  init_worker(options)
 
 
 def _encode_lines(lines, stats):
@@ -461,7 +464,9 @@ def _with_long_lines(blocks, report, first=0):
     first = end
 
 
-def _log_long_line(report, dupe_factor):
+def log_long_line(report, dupe_factor):
+  """Warns of one line too long to split (a `long_lines` report of `process_block`): what its
+  document gave and how many tokens it dropped."""
   passes = f" over {dupe_factor} dupe passes" if dupe_factor > 1 else ""
   lines = f"{report['lines']} line" + ("s" if report["lines"] > 1 else "")
   logger.warning(
@@ -476,7 +481,7 @@ def _results_in_order(blocks, options, workers):
   """(block key, block results) in block order; at most 2 blocks per worker in flight.
   `blocks` yields (block key, block, long-line notes)."""
   if workers == 1:
-    _init_worker(options)
+    init_worker(options)
     for key, block, notes in blocks:
       yield key, process_block(key, block, notes)
     return
@@ -624,7 +629,7 @@ def create_pretraining_data(input_files, output_files, options, metadata_file=No
         writer.write(serialized, shard_offset(options.random_seed, key, len(output_files)))
         totals.update(stats)
         for long_line in long_lines:
-          _log_long_line(long_line, options.dupe_factor)
+          log_long_line(long_line, options.dupe_factor)
         progress.update(report, totals["instances"])
       if totals["instances"] == 0:
         raise no_instances_error(input_files)
