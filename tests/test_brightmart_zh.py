@@ -15,7 +15,7 @@ import tensorflow as tf
 import reference_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkpoint
 from albert_tf import save_tf1_checkpoint
-from albert_tf.interop import convert
+from albert_tf.cli import convert
 from albert_tf.interop.checkpoints import CheckpointError, tf1_variable_map
 from albert_tf.config import ConfigError
 from albert_tf.export.bundle import export_bundle

@@ -9,6 +9,7 @@ exactly with the built model's (tests check both).
 import argparse
 import sys
 
+from albert_tf.cli import quiet
 from albert_tf.config import AlbertConfig
 
 
@@ -98,6 +99,8 @@ def format_summary(config, seq_length=512, max_predictions_per_seq=20):
 
 
 def main(argv=None):
+  """Command-line entry; returns the exit status."""
+  quiet.install(argv)
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--albert_config_file", required=True, help="albert_config.json")
   parser.add_argument("--max_seq_length", type=int, default=512)
