@@ -1,13 +1,11 @@
 """create_pretraining_data: record format, the original's statistics, determinism, bad input."""
 
-import collections
 import json
 import random
 import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
