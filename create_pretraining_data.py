@@ -32,7 +32,8 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.cli import quiet
+quiet.install()  # before TensorFlow loads: the imports below load it
 from albert_tf.data.pretraining.create import (WORD_SEGMENTATIONS, CreationOptions, Interrupted,
                                    create_pretraining_data, expand_input_files)
 

@@ -24,7 +24,8 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.cli import quiet
+quiet.install()  # before TensorFlow loads: the imports below load it
 from albert_tf.export.bundle import export_bundle
 
 FLAGS = flags.FLAGS

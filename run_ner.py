@@ -20,7 +20,8 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.cli import quiet
+quiet.install()  # before TensorFlow loads: the imports below load it
 from albert_tf.data.ner import FORMATS, SCHEMES
 from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.cli.runs import run_ner

@@ -17,7 +17,8 @@ import sys
 from absl import app
 from absl import flags
 
-from albert_tf.cli import quiet  # noqa: F401  pylint: disable=unused-import  (before TensorFlow)
+from albert_tf.cli import quiet
+quiet.install()  # before TensorFlow loads: the imports below load it
 from albert_tf.cli.runs import run_race
 from albert_tf.tasks.race import RaceOptions
 from core_flags import define_core_flags, define_finetuning_flags, options_from_flags, run_job

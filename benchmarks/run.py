@@ -31,12 +31,12 @@ What is measured (the suite picks the shapes, see SUITES):
            worker, against Model Garden's create_pretraining_data.py, as its own subprocess.
   memory   each process's peak resident memory (VmHWM = ru_maxrss), TensorFlow included.
 
-FLOPs: `albert_tf.cli.summary.flops_per_token` counts 2 FLOPs per multiply-add in every matmul of
-the forward pass (the E->H projection, L block applications of 4 H^2 + 2 H I weights and 2 S H
-of attention per token, the MLM head at the masked positions, pooler and SOP) and a training
-step as 3x the forward (the backward pass is two matmuls per forward matmul). The peer computes
-the same function, so the same count applies to both. MFU = model FLOP/s / the matmul rate of
-the same precision measured in this run.
+FLOPs: `albert_tf.modeling.summary.flops_per_token` counts 2 FLOPs per multiply-add in every
+matmul of the forward pass (the E->H projection, L block applications of 4 H^2 + 2 H I weights
+and 2 S H of attention per token, the MLM head at the masked positions, pooler and SOP) and a
+training step as 3x the forward (the backward pass is two matmuls per forward matmul). The peer
+computes the same function, so the same count applies to both. MFU = model FLOP/s / the matmul
+rate of the same precision measured in this run.
 
 Other processes distort the figures: before each run the harness waits (up to --quiet_wait s)
 for the rest of the machine to use under a quarter of a core, and records how many cores the
@@ -151,7 +151,7 @@ def plan(suite, tmp):
 def summarize(suite, runs, matmul_runs):
   """Medians and ratios per row; returns (matmul rates, rows)."""
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
-  from albert_tf.cli.summary import flops_per_token  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.summary import flops_per_token  # pylint: disable=g-import-not-at-top
   rates = {p: statistics.median(r[p]["gflops_best"] for r in matmul_runs) for p in PRECISIONS}
   config = AlbertConfig.from_json_file(os.path.join(REPO, suite["config"]))
   _, per_token = flops_per_token(config, suite["seq"], suite["predictions"])

@@ -11,7 +11,7 @@ sentence-order head, LAMB (weight decay 0.01), float32. The peer is
 `official.modeling.optimization.lamb.LAMB`. A/B runs alternate (order reversed every other
 repeat); the median step time of each side is reported with its speed against the first side
 (`--sides albert-tf,albert-tf-recompute` prices `--recompute_grad`). FLOPs per step use
-albert_tf.cli.summary.flops_per_token (training = 3 x forward matmul FLOPs) times batch x seq.
+albert_tf.modeling.summary.flops_per_token (training = 3 x forward matmul FLOPs) times batch x seq.
 """
 
 import argparse
@@ -30,7 +30,7 @@ import tf_keras  # noqa: E402
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
 from albert_tf.modeling.transformer import set_recompute_grad  # noqa: E402
 from albert_tf.training.optimization import create_optimizer  # noqa: E402
-from albert_tf.cli.summary import flops_per_token  # noqa: E402
+from albert_tf.modeling.summary import flops_per_token  # noqa: E402
 
 
 def make_batch(config, batch, seq, predictions, seed=0):

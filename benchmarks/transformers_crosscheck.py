@@ -1,4 +1,4 @@
-"""Checks `python -m albert_tf.interop.convert` against Hugging Face transformers itself (torch).
+"""Checks `python -m albert_tf.cli.convert` against Hugging Face transformers itself (torch).
 
 Not part of the test run: transformers and torch are not in requirements.txt. With a second
 environment that has them (`pip install torch transformers sentencepiece safetensors`):
@@ -47,7 +47,7 @@ def write(folder):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, ROOT)
   from albert_tf import AlbertConfig, AlbertPretrainer, tokenization  # pylint: disable=g-import-not-at-top
-  from albert_tf.interop import convert
+  from albert_tf.cli import convert  # pylint: disable=g-import-not-at-top
   from albert_tf.interop.checkpoints import native_checkpoint  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.classifier import AlbertClassifier  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=g-import-not-at-top

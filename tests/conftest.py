@@ -73,6 +73,18 @@ def float32_atol(reference, terms, ulps=4):
   return ulps * float(np.spacing(np.float32(np.max(np.abs(reference))))) * terms
 
 
+def encode_with_masks_python(tokenizer, text):
+  """The Python side of the fill-mask export's `encode_with_masks`: the ids of `text`, each
+  literal [MASK] as the mask id, the text between them tokenized piece by piece."""
+  from albert_tf.export.task_models import MASK_TOKEN  # pylint: disable=g-import-not-at-top
+  ids = []
+  for i, part in enumerate(text.split(MASK_TOKEN)):
+    if i:
+      ids.append(tokenizer.mask_id)
+    ids += tokenizer.encode_ids([part])[0]
+  return ids
+
+
 BRIGHTMART_FIXTURES = ROOT / "tests" / "fixtures" / "brightmart_zh"
 
 

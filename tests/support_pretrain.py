@@ -17,9 +17,16 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf.interop.checkpoints import tf1_variable_map  # noqa: E402
-from albert_tf.training.distribute import create_strategy, split_cpu  # noqa: E402
+from albert_tf.training.distribute import create_strategy  # noqa: E402
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask  # noqa: E402
 from albert_tf.training.run import Run  # noqa: E402
+
+
+def split_cpu(num_devices):
+  """Splits the CPU into `num_devices` logical devices (for mirrored training on a CPU)."""
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
 
 
 def main(argv):

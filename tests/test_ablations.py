@@ -81,7 +81,7 @@ def test_downstream_is_the_mean_of_sst2_and_stsb_with_both_sampling_errors():
 
 
 def test_the_variants_are_the_papers_tables_at_the_small_scale():
-  from albert_tf.cli.summary import parameter_counts  # pylint: disable=import-outside-toplevel
+  from albert_tf.modeling.summary import parameter_counts  # pylint: disable=import-outside-toplevel
   scale = variants.Scale()
   assert [v.name for v in variants.variants("sentence_task", scale)] == ["none", "nsp", "sop"]
   none, nsp, sop = variants.variants("sentence_task", scale)

@@ -1,8 +1,13 @@
 """The house's rules (docs/DESIGN.md): imports point down the floors only, no import circle, no
-module of the library imports a script."""
+module of the library imports a script, and importing the library changes nothing in the
+process."""
 
 import ast
+import json
+import os
 import pathlib
+import subprocess
+import sys
 
 from conftest import ROOT
 
@@ -38,16 +43,22 @@ def floor(module):
   raise AssertionError(f"{module} is on no floor: add its room to FLOORS and docs/DESIGN.md")
 
 
+def import_statements(path):
+  """(module, names) of each absolute import in `path`, at any depth of the file: `import a.b`
+  gives ("a.b", []), `from a import b, c` gives ("a", ["b", "c"])."""
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      yield from ((alias.name, []) for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      yield node.module, [alias.name for alias in node.names]
+
+
 def imports(path, known):
   """Every albert_tf module (and top-level script) `path` imports, at any depth of the file."""
   found = set()
-  for node in ast.walk(ast.parse(path.read_text())):
-    if isinstance(node, ast.Import):
-      found.update(a.name for a in node.names)
-    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      for alias in node.names:
-        name = f"{node.module}.{alias.name}"
-        found.add(name if name in known else node.module)
+  for module, names in import_statements(path):
+    found.update([f"{module}.{name}" if f"{module}.{name}" in known else module
+                  for name in names] or [module])
   return {n for n in found if n.startswith("albert_tf.") or n in SCRIPTS}
 
 
@@ -93,3 +104,59 @@ def test_the_floor_rule_sees_an_upward_import(tmp_path):
   found = imports(pathlib.Path(source), {"albert_tf.training.loop": None})
   assert found == {"albert_tf.training.loop"}
   assert floor("albert_tf.training.loop") > floor("albert_tf.data.bad")
+
+
+# Run in a fresh interpreter: imports everything the package imports from outside itself (their
+# own import-time changes are not ours), then each albert_tf module, noting what each changed.
+_IMPORT_EACH = """
+import importlib, json, logging, os, sys
+
+def state():
+  loggers = dict(logging.root.manager.loggerDict, **{"(root)": logging.root})
+  return {
+      "os.environ": dict(os.environ),
+      "sys.meta_path": {repr(finder): "installed" for finder in sys.meta_path},
+      "logging": dict({"(logger class)": repr(logging.getLoggerClass()),
+                       "(disable)": logging.root.manager.disable}, **{
+          name: f"level {logger.level}, propagate {logger.propagate}, disabled "
+                f"{logger.disabled}, handlers {logger.handlers}, filters {logger.filters}"
+          for name, logger in loggers.items() if isinstance(logger, logging.Logger)
+          and (logger.level or logger.handlers or logger.filters or logger.disabled
+               or not logger.propagate)}),
+  }
+
+outside, package = json.loads(sys.stdin.read())
+for name in outside:
+  try:
+    importlib.import_module(name)
+  except Exception:  # an optional dependency, absent here: albert_tf's import needs none
+    pass
+changes, last = [], state()
+for name in package:
+  importlib.import_module(name)
+  now = state()
+  for what in now:
+    changes += [[name, what, key, last[what].get(key), now[what].get(key)]
+                for key in sorted(set(last[what]) | set(now[what]), key=str)
+                if last[what].get(key) != now[what].get(key)]
+  last = now
+print(json.dumps(changes))
+"""
+
+
+def test_importing_albert_tf_and_each_module_changes_nothing_in_the_process(tmp_path):
+  """No environment variable, import hook or logging set-up comes with an import: the tools
+  quiet TensorFlow by calling `albert_tf.cli.quiet.install` (tested in
+  test_fault_interruption.py), and a library user's process stays as they set it."""
+  known = modules()
+  outside = sorted({module for path in known.values() for module, _ in import_statements(path)
+                    if module.split(".")[0] != "albert_tf"})
+  # A clean environment: no TF_CPP_MIN_LOG_LEVEL (which would make the quieting stand aside).
+  env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+  run = subprocess.run([sys.executable, "-c", _IMPORT_EACH], input=json.dumps(
+      [outside, sorted(known)]), cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+  assert run.returncode == 0, run.stderr[-3000:]
+  changes = json.loads(run.stdout.splitlines()[-1])
+  assert not changes, "\n".join(f"importing {name} changed {what}[{key!r}]: {before!r} -> {after!r}"
+                                for name, what, key, before, after in changes)

@@ -58,7 +58,7 @@ def test_finetune_rows_compare_each_job_with_its_own_peer_and_its_float32_peer(t
   assert summary["finetune tagger base float32"]["speed_ours_over_peer"] == 4.0
   # MFU from this row's own shape (seq 128 x batch 32) and precision's matmul rate.
   from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-  from albert_tf.cli.summary import flops_per_token  # pylint: disable=import-outside-toplevel
+  from albert_tf.modeling.summary import flops_per_token  # pylint: disable=import-outside-toplevel
   config = AlbertConfig.from_json_file(str(run.REPO + "/" + suite["config"]))
   gflop = flops_per_token(config, 128, 0)[1] * 128 * 32 / 1e9
   assert abs(bf16["ours"]["mfu"] - gflop / 1.5 / 50.0) < 1e-9

@@ -15,7 +15,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_
 from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, encode_with_masks_python
 from serving_requests import assert_rejected, empty_request, run
 
 SEQ = 16
@@ -322,7 +322,6 @@ def files(folder):
 def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm(
     exported, native_bundle):
   import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops for loading)
-  from albert_tf.export.task_models import encode_with_masks_python
   from albert_tf.tokenization import FullTokenizer
   model, _, folder = exported
   paths, _, _, log = native_bundle

@@ -18,14 +18,14 @@ from safetensors.numpy import load_file, save_file
 
 from albert_tf.training.run import Run
 from albert_tf.metrics import cmrc2018
-from albert_tf.interop import convert
+from albert_tf.cli import convert
 from albert_tf.training import recovery as guards
 from albert_tf.tasks import pretraining
 from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad as squad_data
 from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
-from albert_tf.data.pretraining.statistics import main as inspect_main
+from albert_tf.cli.inspect import main as inspect_main
 from albert_tf.data.pretraining.statistics import record_statistics
 from albert_tf.tasks.distillation import DistillOptions
 from albert_tf.cli.runs import run_classifier

@@ -62,7 +62,8 @@ def opts(data, out, **changes):
 def run_script_signalling_itself(patch, args, quiet_start=False, timeout=240):
   """run_classifier.py in a real process whose `patch` (Python source, after `import os,
   signal`) makes it send itself SIGTERM at the moment under test."""
-  code = "\n".join(["import os, runpy, signal", "from albert_tf.cli import quiet", patch,
+  code = "\n".join(["import os, runpy, signal", "from albert_tf.cli import quiet",
+                    "quiet.install()", patch,  # as the script's first lines: before TensorFlow
                     "runpy.run_path('run_classifier.py', run_name='__main__')"])
   env = dict(os.environ, PYTHONPATH=str(ROOT))
   if quiet_start:  # as a user's shell has it (conftest sets it for the suite)
@@ -270,7 +271,7 @@ def test_tools_start_without_tensorflows_cpp_lines_unless_asked():
     return run.stdout + run.stderr
 
   # (A script's real job starts quiet: the SIGTERM test above checks its whole output.)
-  module_help = printed("-m", "albert_tf.interop.convert", "--help")  # quiet through albert_tf/__init__
+  module_help = printed("-m", "albert_tf.cli.convert", "--help")  # loads TensorFlow, quietly
   assert "--from" in module_help, module_help[:2000]
   assert not CPP_LINE.search(module_help) and "cuInit" not in module_help, module_help[:2000]
   assert CPP_LINE.search(printed("run_classifier.py", "--help", "--verbosity=1"))

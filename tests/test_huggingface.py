@@ -1,5 +1,5 @@
 """Hugging Face interop: directories written and read by name (SPEC "Hugging Face interop"),
-round trips through `python -m albert_tf.interop.convert`, refusals, and starting from a directory."""
+round trips through `python -m albert_tf.cli.convert`, refusals, and starting from a directory."""
 
 import json
 
@@ -9,6 +9,7 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
+from albert_tf.cli import convert as convert_cli
 from albert_tf.interop import convert
 import core_flags
 from albert_tf.interop.checkpoints import native_checkpoint
@@ -197,7 +198,7 @@ def test_tf1_to_huggingface_to_tf1_is_exact_and_writes_specs_names_config_and_to
   source = _randomised(AlbertPretrainer(config), seed=3)
   save_tf1_checkpoint(source, str(tmp_path / "tf1" / "model.ckpt"), global_step=11)
   config.to_json_file(str(tmp_path / "tf1" / "albert_config.json"))
-  assert convert.main(["--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / 'tf1'}",
+  assert convert_cli.main(["--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / 'tf1'}",
                        f"--spm_model_file={SPM}", "--do_lower_case=false",
                        f"--output_dir={tmp_path / 'hf'}"]) == 0
   written = load_file(str(tmp_path / "hf" / "model.safetensors"))
@@ -220,7 +221,7 @@ def test_tf1_to_huggingface_to_tf1_is_exact_and_writes_specs_names_config_and_to
   assert tokenizer["do_lower_case"] is False and tokenizer["keep_accents"] is False
   assert tokenizer["tokenizer_class"] == "AlbertTokenizer"
 
-  assert convert.main(["--from=huggingface", "--to=tf1", f"--input_dir={tmp_path / 'hf'}",
+  assert convert_cli.main(["--from=huggingface", "--to=tf1", f"--input_dir={tmp_path / 'hf'}",
                        f"--output_dir={tmp_path / 'back'}"]) == 0
   before, after = _tensors(tmp_path / "tf1" / "model.ckpt"), _tensors(tmp_path / "back" /
                                                                      "model.ckpt")
@@ -258,14 +259,14 @@ def test_our_classifier_squad_v1_and_race_checkpoints_round_trip_through_hugging
     config.to_json_file(str(tmp_path / name / "albert_config.json"))
     hf, back = tmp_path / f"{name}_hf", tmp_path / f"{name}_back"
     head = ["--head=multiple_choice"] if name == "race" else []  # names alone say regression
-    assert convert.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / name}",
+    assert convert_cli.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / name}",
                          f"--output_dir={hf}"] + head) == 0
     hf_config = json.loads((hf / "config.json").read_text())
     assert hf_config["architectures"] == [architecture]
     weights = load_file(str(hf / "model.safetensors"))
     assert weights[head_key].shape == {"classifier": (3, 32), "squad": (2, 32),
                                        "race": (1, 32)}[name]
-    assert convert.main(["--from=huggingface", "--to=native", f"--input_dir={hf}",
+    assert convert_cli.main(["--from=huggingface", "--to=native", f"--input_dir={hf}",
                          f"--output_dir={back}"]) == 0
     before = _tensors(tf.train.latest_checkpoint(str(tmp_path / name)))
     after = _tensors(tf.train.latest_checkpoint(str(back)))
@@ -289,7 +290,7 @@ def test_models_huggingface_cannot_express_are_refused_and_nothing_is_written(co
     save_tf1_checkpoint(model, str(tmp_path / name / "model.ckpt"))
     model_config.to_json_file(str(tmp_path / name / "albert_config.json"))
     out = tmp_path / f"{name}_hf"
-    assert convert.main(["--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / name}",
+    assert convert_cli.main(["--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / name}",
                          f"--output_dir={out}"]) == 1
     assert message in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.glob(f"{name}_hf.tmp*"))
@@ -298,13 +299,13 @@ def test_models_huggingface_cannot_express_are_refused_and_nothing_is_written(co
   (tmp_path / "damaged" / "config.json").write_text(json.dumps(_hf_config(config)))
   (tmp_path / "damaged" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00"
                                                            b"not json at all!")
-  assert convert.main(["--from=huggingface", "--to=tf1", f"--input_dir={tmp_path / 'damaged'}",
+  assert convert_cli.main(["--from=huggingface", "--to=tf1", f"--input_dir={tmp_path / 'damaged'}",
                        f"--output_dir={tmp_path / 'damaged_out'}"]) == 1
   assert "damaged/model.safetensors: not a safetensors file" in capsys.readouterr().err
   # A directory that is not empty is never overwritten.
   (tmp_path / "taken").mkdir()
   (tmp_path / "taken" / "keep.txt").write_text("x")
-  assert convert.main(["--from=tf1", "--to=native", f"--checkpoint={tmp_path / 'squad_v2'}",
+  assert convert_cli.main(["--from=tf1", "--to=native", f"--checkpoint={tmp_path / 'squad_v2'}",
                        f"--output_dir={tmp_path / 'taken'}"]) == 1
   assert "not empty" in capsys.readouterr().err
   assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
@@ -334,7 +335,7 @@ def test_a_run_ner_checkpoint_round_trips_through_albert_for_token_classificatio
   source = _randomised(AlbertTokenClassifier(config, NER_LABELS), seed=5)
   _ner_output_dir(source, tmp_path / "ner", word_split="whitespace")
   hf, back = tmp_path / "hf", tmp_path / "back"
-  assert convert.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}",
+  assert convert_cli.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}",
                        f"--output_dir={hf}"]) == 0
   hf_config = json.loads((hf / "config.json").read_text())
   assert hf_config["architectures"] == ["AlbertForTokenClassification"]
@@ -346,12 +347,12 @@ def test_a_run_ner_checkpoint_round_trips_through_albert_for_token_classificatio
   assert not any(name.startswith("token_classifier") for name in written)
   # Back to ours, directly and through the original's names: the same weights, bit for bit,
   # the same emissions, and the labels in model_flags.json (its other flags kept from TF1).
-  assert convert.main(["--from=huggingface", "--to=native", f"--input_dir={hf}",
+  assert convert_cli.main(["--from=huggingface", "--to=native", f"--input_dir={hf}",
                        f"--output_dir={back}"]) == 0
-  assert convert.main(["--from=native", "--to=tf1", f"--checkpoint={tmp_path / 'ner'}",
+  assert convert_cli.main(["--from=native", "--to=tf1", f"--checkpoint={tmp_path / 'ner'}",
                        f"--output_dir={tmp_path / 'tf1'}"]) == 0
   assert "token_classifier/output_weights" in _tensors(tmp_path / "tf1" / "model.ckpt")
-  assert convert.main(["--from=tf1", "--to=native", f"--checkpoint={tmp_path / 'tf1'}",
+  assert convert_cli.main(["--from=tf1", "--to=native", f"--checkpoint={tmp_path / 'tf1'}",
                        f"--output_dir={tmp_path / 'tf1_back'}"]) == 0
   before = _tensors(tf.train.latest_checkpoint(str(tmp_path / "ner")))
   weights = {k for k in before if k.endswith("VARIABLE_VALUE") and "save_counter" not in k}
@@ -417,9 +418,9 @@ def test_run_ner_predicts_on_a_converted_directory_with_the_labels_it_carried(tm
   _ner_output_dir(source, tmp_path / "ner")
   blocks = (SHARED_DATA / "ner" / "conll2003" / "test.txt").read_text().split("\n\n")
   (tmp_path / "test.txt").write_text("\n\n".join(blocks[:5]) + "\n\n")
-  assert convert.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}",
+  assert convert_cli.main(["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}",
                        f"--spm_model_file={SPM}", f"--output_dir={tmp_path / 'hf'}"]) == 0
-  assert convert.main(["--from=huggingface", "--to=native", f"--input_dir={tmp_path / 'hf'}",
+  assert convert_cli.main(["--from=huggingface", "--to=native", f"--input_dir={tmp_path / 'hf'}",
                        f"--output_dir={tmp_path / 'back'}"]) == 0
   for name in ("ner", "back"):
     run_ner(NerOptions(albert_config_file=str(tmp_path / name / "albert_config.json"),
@@ -437,15 +438,15 @@ def test_a_crf_tagger_is_refused_for_huggingface_and_keeps_its_crf_in_tf1(config
   source = _randomised(AlbertTokenClassifier(config, NER_LABELS, use_crf=True), seed=8)
   _ner_output_dir(source, tmp_path / "ner")
   command = ["--from=native", "--to=huggingface", f"--checkpoint={tmp_path / 'ner'}"]
-  assert convert.main(command + [f"--output_dir={tmp_path / 'hf'}"]) == 1
+  assert convert_cli.main(command + [f"--output_dir={tmp_path / 'hf'}"]) == 1
   error = capsys.readouterr().err
   assert "has a CRF" in error and "no counterpart" in error and "--head=encoder" in error
   assert not (tmp_path / "hf").exists() and not list(tmp_path.glob("hf.tmp*"))
-  assert convert.main(command + ["--head=encoder", f"--output_dir={tmp_path / 'enc'}"]) == 0
+  assert convert_cli.main(command + ["--head=encoder", f"--output_dir={tmp_path / 'enc'}"]) == 0
   assert json.loads((tmp_path / "enc" / "config.json").read_text())["architectures"] == [
       "AlbertModel"]
   # Between our formats the CRF comes along.
-  assert convert.main(["--from=native", "--to=tf1", f"--checkpoint={tmp_path / 'ner'}",
+  assert convert_cli.main(["--from=native", "--to=tf1", f"--checkpoint={tmp_path / 'ner'}",
                        f"--output_dir={tmp_path / 'tf1'}"]) == 0
   tf1 = _tensors(tmp_path / "tf1" / "model.ckpt")
   np.testing.assert_array_equal(tf1["token_classifier/crf/transitions"],

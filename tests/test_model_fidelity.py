@@ -170,6 +170,8 @@ def test_native_checkpoint_of_pretrainer_restores_encoder_and_pretrainer(tmp_pat
   encoder = AlbertEncoder(config)
   report = load_checkpoint(encoder, path)
   assert report.format == "native" and report.missing == []
+  assert report.summary().startswith(  # the line a run logs when it starts from a checkpoint
+      f"Loaded {len(report.loaded)} variables from native checkpoint {path}")
   assert any(k.startswith("masked_lm/") for k in report.unused)
   assert "step/.ATTRIBUTES/VARIABLE_VALUE" in report.unused
   # Optimizer state is counted as skipped, not listed name by name as unused.

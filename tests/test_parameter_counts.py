@@ -5,7 +5,8 @@ import gc
 import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.cli.summary import flops_per_token, format_summary, main, parameter_counts
+from albert_tf.cli.summary import main
+from albert_tf.modeling.summary import flops_per_token, format_summary, parameter_counts
 from conftest import ROOT
 
 V2_ENCODER_COUNTS = {"base": 11_683_584, "large": 17_683_968, "xlarge": 58_724_864,

@@ -1,13 +1,11 @@
 """create_pretraining_data: record format, the original's statistics, determinism, bad input."""
 
-import collections
 import json
 import random
 import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -16,7 +14,7 @@ from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import records
 from albert_tf.data.pretraining.create import (CreationOptions, create_pretraining_data, expand_input_files,
                                    iter_blocks, metadata_path)
-from albert_tf.data.pretraining.statistics import main as inspect_main
+from albert_tf.cli.inspect import main as inspect_main
 from albert_tf.data.pretraining.statistics import record_statistics
 from albert_tf.data.pretraining.instances import Instance, truncate_pair
 from albert_tf.data.pretraining.masking import (MaskingOptions, candidate_words, ngram_mask,

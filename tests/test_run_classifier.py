@@ -10,7 +10,7 @@ import tensorflow as tf
 import core_flags
 from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
-from albert_tf.interop import convert
+from albert_tf.cli import convert
 from albert_tf.interop.checkpoints import tf1_variable_map
 from albert_tf.tasks.distillation import DistillOptions, Distiller
 from albert_tf.export.tflite import tflite_logits

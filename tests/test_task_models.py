@@ -7,12 +7,11 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.export.task_models import (ClassifierServing, encode_with_masks_python,
-                                          export_classifier, export_fill_mask)
+from albert_tf.export.task_models import ClassifierServing, export_classifier, export_fill_mask
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tokenization import FullTokenizer, encode_pair
 from albert_tf.tokenization.in_graph import InGraphTokenizer
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, encode_with_masks_python
 from serving_requests import assert_rejected, empty_request, run
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")

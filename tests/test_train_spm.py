@@ -1,4 +1,5 @@
-"""Tests for albert_tf.tokenization.train_spm: the original ALBERT SentencePiece recipe.
+"""Tests for albert_tf.tokenization.train_spm (and its command line, albert_tf.cli.train_spm):
+the original ALBERT SentencePiece recipe.
 
 Models are trained small (a few hundred pieces) on real text from ../shared/data/corpus_en,
 about a second each.
@@ -10,8 +11,9 @@ import pytest
 import sentencepiece
 from sentencepiece import sentencepiece_model_pb2
 
+from albert_tf.cli.train_spm import main
 from albert_tf.tokenization import FullTokenizer, preprocess_text
-from albert_tf.tokenization.train_spm import RECIPE, main, train_sentencepiece
+from albert_tf.tokenization.train_spm import RECIPE, train_sentencepiece
 
 VOCAB_SIZE = 400
 USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]

@@ -1,2 +1,4 @@
-"""The command-line layer: tools run as `python -m albert_tf.cli.<tool>`, and what every
-entry point does before TensorFlow loads (`quiet`)."""
+"""The command-line layer: each tool is `python -m albert_tf.cli.<tool>` (quickstart, convert,
+inspect, summary, train_spm, saved_model_cli), an argparse `main(argv=None)` that returns the
+exit status, calls `quiet.install(argv)` before anything loads TensorFlow, and hands the work
+to one function of the library. `runs` holds what each top-level training script does."""

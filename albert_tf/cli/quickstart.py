@@ -23,6 +23,7 @@ import sysconfig
 import time
 
 from albert_tf import files
+from albert_tf.cli import quiet
 
 logger = logging.getLogger("albert_tf.cli.quickstart")
 
@@ -101,9 +102,10 @@ def plot_curves(history, evaluation, path, before=None):
 def build_data(out, corpus_mb=4.0, vocab_size=4000, max_seq_length=128, dupe_factor=3):
   """Steps 1-3 in `out`: corpus, SentencePiece model, four shards of pretraining data (the
   last one for eval). Returns (spm model file, shards)."""
-  from albert_tf.data.pretraining.create import (CreationOptions,  # pylint: disable=g-import-not-at-top
-                                     create_pretraining_data)
-  from albert_tf.tokenization.train_spm import train_sentencepiece  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
+  from albert_tf.tokenization.train_spm import train_sentencepiece
+  # pylint: enable=g-import-not-at-top
   corpus = os.path.join(out, "corpus.txt")
   documents, size = write_corpus(corpus, int(corpus_mb * 1e6))
   logger.info("[1/5] corpus: %d docstrings of the standard library, %.1f MB -> %s", documents,
@@ -167,9 +169,9 @@ def run(args):
 def _query_fill_mask(out, model_file):
   """Exports the trained model as a raw-text fill-mask SavedModel and asks it a question."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.interop.checkpoints import load_checkpoint  # pylint: disable=g-import-not-at-top
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop.checkpoints import load_checkpoint  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   model = AlbertPretrainer(AlbertConfig.from_json_file(os.path.join(out, "albert_config.json")))
   load_checkpoint(model, os.path.join(out, "model"))
@@ -204,6 +206,8 @@ def _pretrain(args, config_file, shards, out, history):
 
 
 def main(argv=None):
+  """Command-line entry; returns the exit status (3: --require_learning, and it did not)."""
+  quiet.install(argv)
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--output_dir", default="runs/quickstart")
   parser.add_argument("--corpus_mb", type=float, default=4.0)
@@ -218,7 +222,7 @@ def main(argv=None):
                       help="exit with status 3 unless the loss fell and MLM accuracy rose")
   args = parser.parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-  return run(args)  # (started with -m, TensorFlow's start-up is quiet: albert_tf/quiet.py)
+  return run(args)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """What a user of our tools reads: our lines, not TensorFlow's start-up chatter.
 
-Every entry point imports this module before TensorFlow loads: the scripts as their first
-albert_tf import, `python -m albert_tf.<tool>` through `albert_tf/__init__.py`. A library user
-who imports albert_tf into their own process gets none of it. Unless the user asked for
-TensorFlow's own logging (by setting `TF_CPP_MIN_LOG_LEVEL`, or with absl's `--verbosity=1` /
-`-v 1`), it keeps out:
+    from albert_tf.cli import quiet
+    quiet.install()  # first, before anything imports TensorFlow
+
+Every entry point calls `install` before TensorFlow loads: the scripts at their top, each
+`python -m albert_tf.cli.<tool>` first thing in its `main`. Importing this module (or any of
+albert_tf) changes nothing: a library user who imports albert_tf into their own process gets
+none of it. Unless the user asked for TensorFlow's own logging (by setting
+`TF_CPP_MIN_LOG_LEVEL`, or with absl's `--verbosity=1` / `-v 1`), `install` keeps out:
 
 - TensorFlow's C++ INFO and WARNING lines (oneDNN, cpu_feature_guard, the CUDA stubs, tf.data
   notices): `TF_CPP_MIN_LOG_LEVEL=2`, read by TensorFlow at its first log line. Its C++ errors
@@ -127,16 +130,24 @@ class _AfterImport:
       sys.meta_path.insert(0, cls(name, callback))
 
 
-def _quiet():
+def _absl_warnings_and_above(record):
+  return record.levelno >= logging.WARNING
+
+
+def install(argv=None):
+  """Quiets TensorFlow's start-up in this process (see the module doc), unless the user asked
+  for TensorFlow's logs among `argv` (default: `sys.argv[1:]`) or the environment. Call it
+  before TensorFlow is imported: its C++ log level is read once, at its first log line.
+
+  A second call changes nothing: the first set `TF_CPP_MIN_LOG_LEVEL`, which reads as the
+  user's choice."""
+  if asked_for_tensorflow_logs(sys.argv[1:] if argv is None else argv, os.environ):
+    return
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
   if "TF_ENABLED_DEVICE_TYPES" not in os.environ and only_a_cpu_here():
     os.environ["TF_ENABLED_DEVICE_TYPES"] = "CPU"
   logging.getLogger("tensorflow").setLevel(logging.WARNING)
   # A filter, not a level: absl resets its logger's level when it parses --verbosity.
-  logging.getLogger("absl").addFilter(lambda record: record.levelno >= logging.WARNING)
+  logging.getLogger("absl").addFilter(_absl_warnings_and_above)
   _AfterImport.install("tensorflow", _absl_warnings_only)
   _AfterImport.install("orbit.controller", _orbit_to_debug_log)
-
-
-if not asked_for_tensorflow_logs(sys.argv[1:], os.environ):
-  _quiet()

@@ -8,8 +8,28 @@ serving models: their in-graph tokenizer uses tensorflow-text ops, which a proce
 before loading. This entry point imports them and hands over to TensorFlow's tool unchanged.
 """
 
-import tensorflow_text  # noqa: F401  pylint: disable=unused-import
-from tensorflow.python.tools import saved_model_cli
+import sys
+
+from albert_tf.cli import quiet
+
+
+def main(argv=None):
+  """Command-line entry; returns TensorFlow's tool's exit status."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  quiet.install(argv)
+  import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  from tensorflow.python.tools import saved_model_cli  # pylint: disable=g-import-not-at-top
+  given, sys.argv[1:] = sys.argv[1:], argv  # TensorFlow's tool parses sys.argv (absl, argparse)
+  try:
+    saved_model_cli.main()
+  except SystemExit as e:  # absl's app.run always exits
+    if e.code is None or isinstance(e.code, int):
+      return e.code or 0
+    raise
+  finally:
+    sys.argv[1:] = given
+  return 0
+
 
 if __name__ == "__main__":
-  saved_model_cli.main()
+  sys.exit(main())

@@ -31,16 +31,6 @@ def encode_with_masks(tokenizer, texts, mask_id):
   return tf.RaggedTensor.from_row_splits(with_masks, parts.row_splits).merge_dims(1, 2)
 
 
-def encode_with_masks_python(tokenizer, text):
-  """The Python side of `encode_with_masks`, for tests and users: ids with [MASK]s."""
-  ids = []
-  for i, part in enumerate(text.split(MASK_TOKEN)):
-    if i:
-      ids.append(tokenizer.mask_id)
-    ids += tokenizer.encode_ids([part])[0]
-  return ids
-
-
 class FillMaskModel(tf.Module):
   """Text with [MASK]s -> the top-k tokens and probabilities at each mask (up to max_masks).
 

@@ -1,4 +1,3 @@
-"""Modeling ladder: layers (embedding, attention, transformer, heads) -> encoder -> pretrainer."""
-
-from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.modeling.pretrainer import AlbertPretrainer
+"""Modeling ladder: layers (embedding, attention, transformer, heads) -> encoder (`encoder`) ->
+pretrainer and task models; `summary` counts a config's parameters and FLOPs without building
+it. Nothing is imported here, so `albert_tf.modeling.summary` does not load TensorFlow."""

@@ -7,8 +7,8 @@
 `tokenizer` holds the tokenizer itself (SentencePiece and WordPiece modes, `preprocess_text`,
 pair packing); its public names are re-exported here, so `albert_tf.tokenization.X` keeps
 working as when this was one module. `train_spm` trains a SentencePiece model with the
-original's recipe (`python -m albert_tf.tokenization.train_spm --help`); it is not imported
-here, so running it with `-m` does not find it already imported. See SPEC.md, "Tokenization".
+original's recipe (on the command line: `python -m albert_tf.cli.train_spm --help`). See
+SPEC.md, "Tokenization".
 """
 
 from albert_tf.tokenization.tokenizer import (PAD_ID, SPIECE_UNDERLINE, FullTokenizer,

@@ -27,9 +27,3 @@ def create_strategy(name="one_device", tpu_name=None, tpu_zone=None, gcp_project
   devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
   return tf.distribute.MirroredStrategy(devices)
 
-
-def split_cpu(num_devices):
-  """Splits the CPU into `num_devices` logical devices (for mirrored training on a CPU)."""
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(
-      cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])

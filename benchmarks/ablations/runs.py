@@ -40,7 +40,7 @@ def train_curves(folder):
 
 def run_variant(variant, seed, scale, work, sets, glue):
   """Pretrains, evaluates and fine-tunes one variant at one seed; returns its metrics."""
-  from albert_tf.cli.summary import parameter_counts  # pylint: disable=import-outside-toplevel
+  from albert_tf.modeling.summary import parameter_counts  # pylint: disable=import-outside-toplevel
   from albert_tf.cli.runs import run_classifier  # pylint: disable=import-outside-toplevel
   from albert_tf.tasks.classification import (ClassifierOptions)  # pylint: disable=import-outside-toplevel
   from albert_tf.cli.runs import run_pretraining  # pylint: disable=import-outside-toplevel

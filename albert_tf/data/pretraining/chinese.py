@@ -36,11 +36,6 @@ def segmentation_metadata():
           "hmm": True}
 
 
-def is_chinese_word(word):
-  """True for a jieba word of two or more characters, all CJK ideographs."""
-  return len(word) > 1 and _all_cjk(word)
-
-
 def _all_cjk(text):
   return all(is_cjk_char(ord(c)) for c in text)
 

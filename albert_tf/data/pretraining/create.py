@@ -198,13 +198,6 @@ class ReadReport:
             "empty_files": list(self.empty_files)}
 
 
-def iter_documents(input_files, options, report):
-  """Yields documents (lists of raw text lines) from the files, streaming (see
-  `iter_file_documents`)."""
-  for path in input_files:
-    yield from iter_file_documents(path, options, report)
-
-
 def iter_file_documents(path, options, report):
   """Yields the documents (lists of raw text lines) of one file, streaming.
 

@@ -1,23 +1,22 @@
 """Statistics of pretraining TFRecords (ours or the original's).
 
-    python -m albert_tf.data.pretraining.statistics data/train-*.tfrecord [--spm_model_file=30k-clean.model]
+    stats = record_statistics(glob.glob("data/train-*.tfrecord"),
+                              spm_model_file="30k-clean.model")
 
-Prints the record count, the feature spec found in the files and the statistics SPEC.md's
-algorithm determines: sequence lengths, segment split, masked fraction and predictions per
-instance, masked span lengths in words, the 80/10/10 replacement split, the sentence-order
-label share and token_boundary density.
+The record count, the feature spec found in the files and the statistics SPEC.md's algorithm
+determines: sequence lengths, segment split, masked fraction and predictions per instance,
+masked span lengths in words, the 80/10/10 replacement split, the sentence-order label share
+and token_boundary density.
 
 The replacement split needs the vocabulary's `[MASK]` id (4 in ALBERT's SentencePiece models,
-103 in BERT / albert_zh WordPiece vocabularies): it comes from `--spm_model_file` /
-`--vocab_file`, else from the vocabulary that create_pretraining_data's JSON beside the shards
-names, else `--mask_id`; with none of them the tool refuses instead of guessing.
-"""
+103 in BERT / albert_zh WordPiece vocabularies): it comes from the vocabulary given, else from
+the one that create_pretraining_data's JSON beside the shards names (`mask_id_of`), else the
+caller's `mask_id`; with none of them the statistics are refused instead of guessed.
 
-import argparse
-import glob
+On the command line: `python -m albert_tf.cli.inspect` (albert_tf/cli/inspect.py).
+"""
 import json
 import os
-import sys
 
 import numpy as np
 
@@ -178,42 +177,3 @@ def record_statistics(files, mask_id=None, max_span=5, spm_model_file=None, voca
       "token_boundary_fraction": boundary_total / max(tokens_total, 1),
   }
 
-
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("files", nargs="+", help="TFRecord files or globs")
-  parser.add_argument("--spm_model_file", help="SentencePiece model the records were made with")
-  parser.add_argument("--vocab_file", help="WordPiece vocab.txt, when no --spm_model_file")
-  parser.add_argument("--mask_id", type=int, default=None,
-                      help="[MASK] id, when no vocabulary is at hand (default: the "
-                           "vocabulary's, or the one create_pretraining_data's JSON names)")
-  parser.add_argument("--json", action="store_true", help="print JSON")
-  args = parser.parse_args(argv)
-  files = []
-  for pattern in args.files:
-    matches = sorted(glob.glob(pattern))
-    if not matches:
-      print(f"error: no file matches {pattern}", file=sys.stderr)
-      return 2
-    files += matches
-  try:
-    stats = record_statistics(files, args.mask_id, spm_model_file=args.spm_model_file,
-                              vocab_file=args.vocab_file)
-  except (OSError, ValueError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  if args.json:
-    print(json.dumps(stats, indent=2))
-    return 0
-  print(f"{stats['records']} records in {len(files)} files")
-  print("features:")
-  for name, f in stats["features"].items():
-    print(f"  {name:<22} {f['type']:<11} [{f['length']}]")
-  for key, value in stats.items():
-    if key not in ("records", "features"):
-      print(f"{key}: {value}")
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())
