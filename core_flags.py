@@ -6,7 +6,6 @@ call `define_core_flags(<their options>())` for these, so each flag has one mean
 
 import dataclasses
 import logging
-import os
 
 from absl import app
 from absl import flags
@@ -90,35 +89,12 @@ def options_from_flags(options_class, **extra):
     elif field.name in FLAGS:
       value = FLAGS[field.name].value
       values[field.name] = tuple(value) if isinstance(value, list) else value
-  _huggingface_start_defaults(values)
+  given = "do_lower_case" in FLAGS and FLAGS["do_lower_case"].present
+  values = huggingface.start_defaults(values, do_lower_case_given=given)
   if "albert_config_file" in values and not values["albert_config_file"]:
     raise app.UsageError("--albert_config_file is required (unless --init_checkpoint is a "
                          "Hugging Face directory, whose config.json is then used)")
   return options_class(**values)
-
-
-def _huggingface_start_defaults(values):
-  """With `--init_checkpoint=<Hugging Face directory>`, its config.json and tokenizer files
-  stand in for --albert_config_file, --spm_model_file / --vocab_file and --do_lower_case
-  when those are not given."""
-  start = values.get("init_checkpoint")
-  if not start or not huggingface.is_huggingface_dir(start):
-    return
-  taken = []
-  if "albert_config_file" in values and not values["albert_config_file"]:
-    values["albert_config_file"] = os.path.join(start, huggingface.CONFIG_FILE)
-    taken.append("--albert_config_file=" + values["albert_config_file"])
-  if "spm_model_file" in values:
-    given = "do_lower_case" in FLAGS and FLAGS["do_lower_case"].present
-    found = huggingface.tokenizer_defaults(
-        start, values["spm_model_file"], values.get("vocab_file"),
-        values["do_lower_case"] if given else None)
-    for name, value in zip(("spm_model_file", "vocab_file", "do_lower_case"), found):
-      if value is not None and value != values.get(name):
-        values[name] = value
-        taken.append(f"--{name}={value}")
-  if taken:
-    logging.info("From the Hugging Face directory %s: %s", start, " ".join(taken))
 
 
 def run_job(job, options):
