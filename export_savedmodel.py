@@ -18,6 +18,7 @@ beside the new models, and a failed or killed export leaves the previous bundle 
 next export removes the temporary folder it left).
 """
 
+import dataclasses
 import logging
 import sys
 
@@ -26,26 +27,15 @@ from absl import flags
 
 from albert_tf.cli import quiet
 quiet.install()  # before TensorFlow loads: the imports below load it
-from albert_tf.export.bundle import export_bundle
+from albert_tf.export.bundle import BundleOptions, export_bundle
+from script_flags import define_options_flags, options_from_flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
-flags.DEFINE_string("checkpoint", None, "Checkpoint: ours, or an original TF1 / TF-Hub one.")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model for the preprocessing model.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (when no --spm_model_file).")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase in the preprocessing model.")
-flags.DEFINE_string("export_dir", None, "Output folder.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the preprocessing model "
-                     "(and of the TFLite model).")
-flags.DEFINE_bool("tflite", False, "Also write encoder.tflite.")
-flags.DEFINE_bool("tflite_quantize", False, "Write encoder.tflite with dynamic-range int8 "
-                  "weights (about a quarter of the float32 size; implies --tflite).")
-flags.DEFINE_enum("serving_dtype", "float32", ["float32", "bfloat16"],
-                  "Compute dtype of the exported models: bfloat16 for CPUs with AVX512_BF16 / "
-                  "AMX and for GPUs (weights stay float32; inputs and outputs are unchanged).")
-flags.DEFINE_bool("jit_compile", False, "Compile the encoder's signatures with XLA (faster on "
-                  "CPUs; XLA compiles once per input shape; TF Serving then needs "
-                  "--xla_cpu_compilation_enabled=true).")
+
+
+def define_flags(flag_values=FLAGS):
+  """BundleOptions' flags."""
+  define_options_flags(BundleOptions, flag_values)
 
 
 def main(argv):
@@ -53,10 +43,7 @@ def main(argv):
   logging.basicConfig(level=logging.INFO, format="%(message)s")
   logging.getLogger().setLevel(logging.INFO)
   try:
-    export_bundle(FLAGS.albert_config_file, FLAGS.checkpoint, FLAGS.export_dir,
-                  FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-                  FLAGS.max_seq_length, FLAGS.tflite, FLAGS.jit_compile,
-                  FLAGS.tflite_quantize, FLAGS.serving_dtype)
+    export_bundle(**dataclasses.asdict(options_from_flags(BundleOptions)))
   except (OSError, ValueError) as e:
     logging.error("%s", e)
     return 1
@@ -64,6 +51,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   for name in ("albert_config_file", "checkpoint", "export_dir"):
     flags.mark_flag_as_required(name)
   app.run(lambda argv: sys.exit(main(argv)))

@@ -11,7 +11,7 @@ from safetensors.numpy import load_file, save_file
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf.cli import convert as convert_cli
 from albert_tf.interop import convert
-import core_flags
+from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.tasks.distillation import DistillOptions, teacher_config
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -237,7 +237,7 @@ def test_tf1_to_huggingface_to_tf1_is_exact_and_writes_specs_names_config_and_to
   # distillation teacher there finds its config.json.
   values = dict(init_checkpoint=str(tmp_path / "hf"), albert_config_file=None,
                 spm_model_file=None, vocab_file=None, do_lower_case=True)
-  core_flags._huggingface_start_defaults(values)
+  values = huggingface.start_defaults(values)
   assert values == dict(init_checkpoint=str(tmp_path / "hf"),
                         albert_config_file=str(tmp_path / "hf" / "config.json"),
                         spm_model_file=str(tmp_path / "hf" / "spiece.model"), vocab_file=None,

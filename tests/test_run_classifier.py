@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import core_flags
 from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf.cli import convert
+from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import tf1_variable_map
 from albert_tf.tasks.distillation import DistillOptions, Distiller
 from albert_tf.export.tflite import tflite_logits
@@ -109,7 +109,7 @@ def test_real_data_starts_from_an_exported_encoder_or_a_huggingface_dir_converte
   # --albert_config_file and --spm_model_file (the scripts' flag handling).
   from_hf = dict(init_checkpoint=hf, albert_config_file=None, spm_model_file=None,
                  vocab_file=None, do_lower_case=True)
-  core_flags._huggingface_start_defaults(from_hf)
+  from_hf = huggingface.start_defaults(from_hf)
   assert from_hf["albert_config_file"] == f"{hf}/config.json"
   assert from_hf["spm_model_file"] == f"{hf}/spiece.model"
   # (The TF1 checkpoint is read by the conversion; run_classifier's own start from a TF1

@@ -1,9 +1,12 @@
 """Everything serving needs from one checkpoint: encoder SavedModel, preprocessing, TFLite."""
 
+import dataclasses
 import logging
 import os
 
 from albert_tf import files
+from albert_tf.option_fields import option, sequence_length
+from albert_tf.training.options import check_sequence_length
 from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.training.precision import precision_policy
@@ -19,12 +22,35 @@ BUNDLE_ENTRIES = ("encoder", "preprocessing", "fill_mask", "encoder.tflite")
 SERVING_DTYPES = ("float32", "bfloat16")
 
 
-def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=None,
-                  vocab_file=None, do_lower_case=True, max_seq_length=128, tflite=False,
-                  jit_compile=False, tflite_quantize=False, serving_dtype="float32"):
+@dataclasses.dataclass
+class BundleOptions:
+  """export_savedmodel.py's flags: `export_bundle`'s arguments."""
+  albert_config_file: str = option(None, "albert_config.json of the model.")
+  checkpoint: str = option(None, "Checkpoint: ours, or an original TF1 / TF-Hub one.")
+  export_dir: str = option(None, "Output folder.")
+  spm_model_file: str = option(None, "SentencePiece model for the preprocessing model.")
+  vocab_file: str = option(None, "WordPiece vocab.txt (when no --spm_model_file).")
+  do_lower_case: bool = option(True, "Lowercase in the preprocessing model.")
+  max_seq_length: int = sequence_length(
+      128, "Sequence length of the preprocessing model (and of the TFLite model).")
+  tflite: bool = option(False, "Also write encoder.tflite.")
+  jit_compile: bool = option(
+      False, "Compile the encoder's signatures with XLA (faster on CPUs; XLA compiles once per "
+      "input shape; TF Serving then needs --xla_cpu_compilation_enabled=true).")
+  tflite_quantize: bool = option(
+      False, "Write encoder.tflite with dynamic-range int8 weights (about a quarter of the "
+      "float32 size; implies --tflite).")
+  serving_dtype: str = option(
+      "float32", "Compute dtype of the exported models: bfloat16 for CPUs with AVX512_BF16 / "
+      "AMX and for GPUs (weights stay float32; inputs and outputs are unchanged).",
+      choices=SERVING_DTYPES)
+
+
+def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
   """Writes `encoder/`, `preprocessing/` and `fill_mask/` (when a vocabulary is given and,
   for fill_mask, the checkpoint has the MLM head), and `encoder.tflite` (with `tflite`, or
   `tflite_quantize`: its weights dynamic-range int8, about a quarter of the float32 size).
+  `settings`: the other fields of BundleOptions, by name (their defaults otherwise).
 
   Returns `{name: path}`. The checkpoint may be ours or the original's (TF1, TF-Hub module);
   a checkpoint of another shape is an error naming both variables, before anything is written.
@@ -38,15 +64,14 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   and renamed into place, so no model of a previous export survives beside the new ones, and
   a failed or killed export leaves the previous bundle as it was.
   """
-  if serving_dtype not in SERVING_DTYPES:
-    raise ValueError(f"--serving_dtype={serving_dtype!r}: one of {', '.join(SERVING_DTYPES)}")
-  if serving_dtype != "float32" and (tflite or tflite_quantize):
+  o = BundleOptions(albert_config_file, checkpoint, export_dir, **settings)
+  if o.serving_dtype not in SERVING_DTYPES:
+    raise ValueError(f"--serving_dtype={o.serving_dtype!r}: one of {', '.join(SERVING_DTYPES)}")
+  if o.serving_dtype != "float32" and (o.tflite or o.tflite_quantize):
     raise ValueError("--tflite converts a float32 model; export it with "
                      "--serving_dtype=float32")
   config = AlbertConfig.from_json_file(albert_config_file)
-  if max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={max_seq_length} exceeds the config's "
-                     f"max_position_embeddings={config.max_position_embeddings}")
+  check_sequence_length(o.max_seq_length, config)
   export_dir = os.path.normpath(os.fspath(export_dir))
   if os.path.exists(export_dir) and not os.path.isdir(export_dir):
     raise NotADirectoryError(f"--export_dir={export_dir} exists and is not a directory")
@@ -59,7 +84,7 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
           "replaces the whole folder, so give it a new or bundle-only folder")
   # Through a symlink, the link's target is replaced and the link stays.
   target = os.path.realpath(export_dir)
-  with precision_policy(serving_dtype):  # the policy in force when the layers are built
+  with precision_policy(o.serving_dtype):  # the policy in force when the layers are built
     model = AlbertPretrainer(config)
   report = load_checkpoint(model, checkpoint)
   if report.missing:
@@ -69,8 +94,8 @@ def export_bundle(albert_config_file, checkpoint, export_dir, spm_model_file=Non
   # (KeyboardInterrupt too) removes it and leaves the previous bundle as it was.
   with files.atomic_path(target) as tmp_dir:
     written = _write_bundle(model, report.restored(model.masked_lm.variables), tmp_dir,
-                            spm_model_file, vocab_file, do_lower_case, max_seq_length,
-                            tflite or tflite_quantize, tflite_quantize, jit_compile)
+                            o.spm_model_file, o.vocab_file, o.do_lower_case, o.max_seq_length,
+                            o.tflite or o.tflite_quantize, o.tflite_quantize, o.jit_compile)
   paths = {name: os.path.join(export_dir, os.path.relpath(path, tmp_dir))
            for name, path in written.items()}
   for name, path in paths.items():

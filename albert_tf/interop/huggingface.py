@@ -571,3 +571,29 @@ def tokenizer_defaults(directory, spm_model_file=None, vocab_file=None, do_lower
   if do_lower_case is None and os.path.exists(settings_file):
     do_lower_case = read_json(settings_file).get("do_lower_case")
   return spm_model_file, vocab_file, do_lower_case
+
+
+def start_defaults(values, do_lower_case_given=False):
+  """A fine-tuning job's settings (`values`, by flag name) filled from its starting point: with
+  init_checkpoint=<Hugging Face directory>, its config.json stands in for albert_config_file,
+  and its tokenizer files for spm_model_file / vocab_file and do_lower_case (unless
+  `do_lower_case_given`), where those are not given. Returns the filled values (a new dict);
+  settings absent from `values` stay absent."""
+  values = dict(values)
+  start = values.get("init_checkpoint")
+  if not start or not is_huggingface_dir(start):
+    return values
+  taken = []
+  if "albert_config_file" in values and not values["albert_config_file"]:
+    values["albert_config_file"] = os.path.join(start, CONFIG_FILE)
+    taken.append("--albert_config_file=" + values["albert_config_file"])
+  if "spm_model_file" in values:
+    found = tokenizer_defaults(start, values["spm_model_file"], values.get("vocab_file"),
+                               values["do_lower_case"] if do_lower_case_given else None)
+    for name, value in zip(("spm_model_file", "vocab_file", "do_lower_case"), found):
+      if value is not None and value != values.get(name):
+        values[name] = value
+        taken.append(f"--{name}={value}")
+  if taken:
+    logger.info("From the Hugging Face directory %s: %s", start, " ".join(taken))
+  return values

@@ -29,6 +29,7 @@ from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.metrics.glue import compute_metrics
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks import distillation
 from albert_tf.tasks.distillation import DistillOptions
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask
@@ -39,27 +40,51 @@ logger = logging.getLogger(__name__)
 @dataclasses.dataclass
 class ClassifierOptions(FineTuningOptions):
   """run_classifier.py's flags (the original's names and defaults)."""
-  task_name: str = None
-  data_dir: str = None
-  max_seq_length: int = 512
-  do_eval: bool = False
-  eval_batch_size: int = 8
-  train_step: int = 1000
-  warmup_step: int = 0
+  task_name: str = option(
+      None, "GLUE task (cola, mnli, mnli-mm, mrpc, qnli, qqp, rte, sst-2, sts-b, wnli, ax), "
+      "Chinese task (afqmc, tnews, iflytek, ocnli, cmnli, csl: CLUE's JSON lines; lcqmc: "
+      "albert_zh's train/dev/test.txt; chnsenticorp: TSV with header label, text_a) or 'csv' "
+      "for your own data.")
+  data_dir: str = option(None, "Folder with the task's train/dev/test files.")
+  max_seq_length: int = sequence_length(512, "Sequence length.", at_least=3)
+  do_eval: bool = option(False, "Evaluate on dev (and keep the best checkpoint).")
+  do_predict: bool = option(
+      False, "Write test-set predictions: GLUE's <TASK>.tsv, or for a Chinese task CLUE's "
+      "<task>_predict.json (each test row's own id).")
+  eval_batch_size: int = option(8, "Eval batch.", bound=">= 1")
+  train_step: int = option(1000, "Training steps.", bound=">= 1")
+  warmup_step: int = option(0, "Warm-up steps.", bound=">= 0")
   # BERT's / brightmart's way to say the length (their run_classifier_lcqmc.sh): when set,
   # train_step = int(train examples / train_batch_size * epochs) and warmup_step = that times
   # warmup_proportion.
-  num_train_epochs: float = None
-  warmup_proportion: float = 0.1
-  cached_dir: str = None
-  tflite_quantize: bool = False
-  layerwise_lr_decay: float = None
+  num_train_epochs: float = option(
+      None, "Train this many epochs instead of --train_step (BERT's and brightmart's flag); "
+      "warm-up is then --warmup_proportion of it.", bound="> 0")
+  warmup_proportion: float = option(
+      0.1, "With --num_train_epochs: the share of the steps spent warming up.",
+      bound="in [0, 1)")
+  cached_dir: str = option(None, "Where feature TFRecords are cached (default output).")
+  export_dir: str = option(None, "Write a raw-text-in serving SavedModel here at the end.")
+  tflite_quantize: bool = option(
+      False, "With --export_dir, also write classifier.tflite (token ids in, logits out) with "
+      "dynamic-range int8 weights.")
+  layerwise_lr_decay: float = option(
+      None, "Layer-wise learning-rate decay (adamw): the head and pooler get the full rate, "
+      "each transformer group below it this factor more, embeddings last.", bound="> 0")
+  # The csv task's CsvOptions (as a dict of CsvProcessor's arguments); {} for the others.
   csv_options: dict = dataclasses.field(default_factory=dict)
   distill: DistillOptions = None
 
-  BOUNDS = {"max_seq_length": ">= 3", "eval_batch_size": ">= 1", "train_step": ">= 1",
-            "warmup_step": ">= 0", "num_train_epochs": "> 0", "warmup_proportion": "in [0, 1)",
-            "layerwise_lr_decay": "> 0"}
+
+@dataclasses.dataclass
+class CsvOptions:
+  """run_classifier.py's flags of the csv task (your own CSV/TSV): CsvProcessor's arguments,
+  given to it as ClassifierOptions.csv_options."""
+  text_a_column: str = option(None, "csv task: column of the first text.")
+  text_b_column: str = option(None, "csv task: column of the second text, if any.")
+  label_column: str = option("label", "csv task: column of the label.")
+  labels: tuple = option(None, "csv task: the label set (default: inferred from train).")
+  regression: bool = option(False, "csv task: float labels, MSE loss.")
 
 
 class ClassificationTask(FineTuningTask):

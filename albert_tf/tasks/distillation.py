@@ -27,27 +27,37 @@ from albert_tf.training.options import check_options
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.option_fields import flag_name, option
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class DistillOptions:
-  """run_classifier.py's distillation flags."""
-  teacher_checkpoint: str = None
-  teacher_config_file: str = None
-  teacher_export_dir: str = None
-  temperature: float = 1.0
-  alpha: float = 0.5
-  hidden_weight: float = 0.0
-  layer_map: str = None
-  student_num_hidden_layers: int = None
-
-  # Checked with the classifier's options (options.check_options), under their flags' names.
-  BOUNDS = {"temperature": "> 0", "alpha": "in [0, 1]", "hidden_weight": ">= 0",
-            "student_num_hidden_layers": ">= 1"}
-  FLAG_NAMES = {"temperature": "distill_temperature", "alpha": "distill_alpha",
-                "hidden_weight": "distill_hidden_weight", "layer_map": "distill_layer_map"}
+  """run_classifier.py's distillation flags (checked with the classifier's options, under
+  their flags' names)."""
+  teacher_checkpoint: str = option(
+      None, "Distil: the teacher, a run_classifier output folder (its best/ checkpoint if kept, "
+      "else the latest) or a checkpoint of the same task.")
+  teacher_config_file: str = option(None, "Distil: the teacher's albert_config.json (default: "
+                                    "the one in the teacher's output folder).")
+  teacher_export_dir: str = option(
+      None, "Distil: the teacher as a classifier SavedModel of run_classifier.py --export_dir "
+      "(logits only, no hidden states).")
+  temperature: float = option(1.0, "Distil: softmax temperature T of both models.",
+                              bound="> 0", flag="distill_temperature")
+  alpha: float = option(
+      0.5, "Distil: weight of the soft loss (T^2-scaled KL to the teacher's tempered "
+      "probabilities); 1 - alpha goes to the labels.", bound="in [0, 1]", flag="distill_alpha")
+  hidden_weight: float = option(
+      0.0, "Distil: weight of the hidden-state MSE between mapped layers (a learned projection "
+      "when the widths differ).", bound=">= 0", flag="distill_hidden_weight")
+  layer_map: str = option(
+      None, "Distil: student:teacher block pairs, 1-based, e.g. 1:2,2:4,3:6 (default: student "
+      "i <- teacher round(i * L_t / L_s)).", flag="distill_layer_map")
+  student_num_hidden_layers: int = option(
+      None, "Distil: the student is the teacher's ALBERT with its shared block applied this many "
+      "times, starting from the teacher's weights.", bound=">= 1")
 
   @property
   def enabled(self):
@@ -57,7 +67,7 @@ class DistillOptions:
     """Distillation flags without a teacher would be ignored without a word: refused."""
     if self.enabled:
       return
-    given = [f"--{self.FLAG_NAMES.get(f.name, f.name)}" for f in dataclasses.fields(self)
+    given = [f"--{flag_name(type(self), f.name)}" for f in dataclasses.fields(self)
              if getattr(self, f.name) != f.default]
     if given:
       raise ValueError(f"{', '.join(given)}: distillation flags need a teacher "

@@ -14,6 +14,7 @@ from albert_tf import files
 from albert_tf import tokenization
 from albert_tf.config import AlbertConfig
 from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
+from albert_tf.option_fields import option
 from albert_tf.tasks import distillation
 from albert_tf.training.optimization import layerwise_lr_multipliers
 from albert_tf.training.options import TrainingOptions, check_options, check_sequence_length
@@ -24,19 +25,20 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class FineTuningOptions(TrainingOptions):
-  """The flags every fine-tuning job shares: the model, its starting point, the vocabulary."""
-  albert_config_file: str = None
-  init_checkpoint: str = None
-  albert_hub_module_handle: str = None
-  spm_model_file: str = None
-  vocab_file: str = None
-  do_lower_case: bool = True
-  do_train: bool = False
-  do_predict: bool = False
-  predict_batch_size: int = 8
-  export_dir: str = None
-
-  BOUNDS = {"predict_batch_size": ">= 1"}
+  """The flags every fine-tuning job shares: the model's starting point and the vocabulary.
+  Each job declares its own do_predict and export_dir (what they write is the job's)."""
+  init_checkpoint: str = option(
+      None, "Starting weights: our checkpoint, an original TF1 one (albert_zh too), or a Hugging "
+      "Face ALBERT directory (config.json + model.safetensors; its config and tokenizer files "
+      "are used unless given).")
+  albert_hub_module_handle: str = option(
+      None, "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
+  spm_model_file: str = option(None, "SentencePiece model (ALBERT's English models).")
+  vocab_file: str = option(
+      None, "WordPiece vocab.txt when no --spm_model_file (albert_zh's Chinese models).")
+  do_lower_case: bool = option(True, "Lowercase the input.")
+  do_train: bool = option(False, "Train.")
+  predict_batch_size: int = option(8, "Predict batch.", bound=">= 1")
 
 
 class FineTuningTask(Task):

@@ -36,6 +36,7 @@ from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS, AlbertTokenClassifier
 from albert_tf.metrics.ner import ner_results
+from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask
 
 logger = logging.getLogger(__name__)
@@ -46,29 +47,39 @@ MODEL_INPUTS = INPUT_NAMES + (WORD_POSITIONS,)
 @dataclasses.dataclass
 class NerOptions(FineTuningOptions):
   """run_ner.py's flags (and the core's)."""
-  data_format: str = "conll"
-  data_dir: str = None
-  train_file: str = None
-  dev_file: str = None
-  test_file: str = None
-  tag_scheme: str = "auto"
-  labels: tuple = ()
-  use_crf: bool = False
-  dropout_prob: float = 0.1
-  max_seq_length: int = 128
-  doc_stride: int = 64
+  data_format: str = option(
+      "conll", "conll (column files), cluener (CLUENER2020 JSON lines) or jsonl "
+      "({\"tokens\", \"tags\"} lines).", choices=ner_data.FORMATS)
+  data_dir: str = option(None, "Folder with the format's train / dev / test files.")
+  train_file: str = option(None, "Training file (default: in --data_dir).")
+  dev_file: str = option(None, "Dev file (default: in --data_dir).")
+  test_file: str = option(None, "Test file (default: in --data_dir).")
+  tag_scheme: str = option(
+      "auto", "Tag scheme of column / jsonl files (auto detects it per file).",
+      choices=ner_data.SCHEMES)
+  labels: tuple = option((), "The entity types or tags (default: the training file's).")
+  use_crf: bool = option(
+      False, "A CRF head (valid BIO transitions only) instead of a softmax per word.")
+  dropout_prob: float = option(0.1, "Dropout on the sequence output.", bound="in [0, 1)")
+  max_seq_length: int = sequence_length(128, "Pieces per window, all included.", at_least=3)
+  doc_stride: int = option(64, "Pieces between the starts of a long sentence's windows.",
+                           bound=">= 1")
   do_train: bool = False
-  do_eval: bool = False
+  do_eval: bool = option(False, "Evaluate on dev after each checkpoint; keep the best.")
+  do_predict: bool = option(False, "Predict the test file (in its own format).")
   train_batch_size: int = 32
-  eval_batch_size: int = 8
+  eval_batch_size: int = option(8, "Eval batch.", bound=">= 1")
   learning_rate: float = 5e-5
-  train_step: int = 1000
-  warmup_step: int = 100
+  train_step: int = option(1000, "Training steps.", bound=">= 1")
+  warmup_step: int = option(100, "Warm-up steps.", bound=">= 0")
   save_checkpoints_steps: int = 1000
-  word_split: str = "auto"
-
-  BOUNDS = {"max_seq_length": ">= 3", "doc_stride": ">= 1", "dropout_prob": "in [0, 1)",
-            "eval_batch_size": ">= 1", "train_step": ">= 1", "warmup_step": ">= 0"}
+  export_dir: str = option(
+      None, "Write a raw-text serving SavedModel here (text -> entities with character "
+      "offsets).")
+  word_split: str = option(
+      "auto", "How the export cuts raw text into words: at whitespace, or one per character "
+      "(auto: the trained run's; characters for CLUENER or data of one-character words).",
+      choices=("auto",) + WORD_SPLITS)
 
 
 class NerTask(FineTuningTask):

@@ -16,6 +16,7 @@ from albert_tf import files
 from albert_tf.training import recovery
 from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.option_fields import option, sequence_length
 from albert_tf.training.options import TrainingOptions, check_options, check_sequence_length
 from albert_tf.training.task import Schedule, Task
 from albert_tf.data.pretraining.dataset import (check_pretraining_files, count_instances,
@@ -35,38 +36,40 @@ EVAL_KEYS = ("loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_acc
 class PretrainingOptions(TrainingOptions):
   """run_pretraining.py's flags, the original's names and defaults (the core's shared ones
   with pretraining's defaults)."""
-  albert_config_file: str = None
-  input_file: str = None
-  init_checkpoint: str = None
-  max_seq_length: int = 512
-  max_predictions_per_seq: int = 20
-  do_train: bool = False
-  do_eval: bool = False
+  input_file: str = option(None, "Pretraining TFRecords: comma list and/or globs.")
+  init_checkpoint: str = option(
+      None, "Initial weights: an albert-tf checkpoint or an original TF1 one.")
+  max_seq_length: int = sequence_length(512, "Sequence length of the data.", at_least=5)
+  max_predictions_per_seq: int = option(
+      20, "Masked LM predictions per sequence in the data.", bound=">= 1")
+  do_train: bool = option(False, "Train.")
+  do_eval: bool = option(False, "Evaluate (writes eval_results.txt).")
   train_batch_size: int = 4096
-  eval_batch_size: int = 64
+  eval_batch_size: int = option(64, "Global eval batch.", bound=">= 1")
   optimizer: str = "lamb"
   learning_rate: float = 0.00176
-  poly_power: float = 1.0
-  num_train_steps: int = 125000
-  num_warmup_steps: int = 3125
-  start_warmup_step: int = 0
+  poly_power: float = option(1.0, "Power of the polynomial decay.", bound="> 0")
+  num_train_steps: int = option(125000, "Training steps.", bound=">= 1")
+  num_warmup_steps: int = option(3125, "Warm-up steps.", bound=">= 0")
+  start_warmup_step: int = option(0, "Step where warm-up starts.", bound=">= 0")
   save_checkpoints_steps: int = 5000
-  max_eval_steps: int = 100
-  init_from_group0: bool = False
+  max_eval_steps: int = option(100, "Eval batches.", bound=">= 1")
+  init_from_group0: bool = option(False,
+                                  "Initialise every group from group 0 of --init_checkpoint.")
   # Ours: RoBERTa-style masks drawn anew each epoch in tf.data, on --no_masking records
   # (SPEC's n-gram rules; create_pretraining_data's masking flags and defaults).
-  dynamic_masking: bool = False
-  masked_lm_prob: float = 0.15
-  ngram: int = 3
-  favor_shorter_ngram: bool = True
-  do_whole_word_mask: bool = True
+  dynamic_masking: bool = option(
+      False, "Mask anew each time a record is read (RoBERTa-style), in tf.data, with SPEC's "
+      "n-gram rules; needs data made with create_pretraining_data --no_masking.")
+  masked_lm_prob: float = option(0.15, "With --dynamic_masking: masked LM probability.")
+  ngram: int = option(3, "With --dynamic_masking: longest n-gram (in words).")
+  favor_shorter_ngram: bool = option(
+      True, "With --dynamic_masking: P(n) proportional to 1/n (else reversed).")
+  do_whole_word_mask: bool = option(True, "With --dynamic_masking: mask whole words.")
   # Ours: the sentence loss's weight; 0 = MLM only (paper Table 5's "None").
-  sentence_loss_weight: float = 1.0
-
-  BOUNDS = {"sentence_loss_weight": ">= 0",
-            "max_seq_length": ">= 5", "max_predictions_per_seq": ">= 1",
-            "eval_batch_size": ">= 1", "poly_power": "> 0", "num_train_steps": ">= 1",
-            "num_warmup_steps": ">= 0", "start_warmup_step": ">= 0", "max_eval_steps": ">= 1"}
+  sentence_loss_weight: float = option(
+      1.0, "Weight of the sentence loss (SOP, or NSP on --random_next_sentence data); 0 trains "
+      "the masked LM alone.", bound=">= 0")
 
 
 def pretraining_losses(outputs, batch, mlm_denominator, global_batch_size,

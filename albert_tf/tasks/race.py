@@ -23,6 +23,7 @@ from albert_tf.data import race as race_data
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask, check_cache_writable
 
 logger = logging.getLogger(__name__)
@@ -33,33 +34,38 @@ ANSWER_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 @dataclasses.dataclass
 class RaceOptions(FineTuningOptions):
   """run_race.py's flags: the original's names and defaults (and the core's)."""
-  task_name: str = "race"
-  data_dir: str = None
-  dropout_prob: float = 0.1
-  max_seq_length: int = 512
-  max_qa_length: int = 128
-  high_only: bool = False
-  middle_only: bool = False
+  task_name: str = option("race", "race, or csv for your own multiple choice.")
+  data_dir: str = option(None, "Folder with RACE/{train,dev,test}/{middle,high} (or the csv "
+                         "task's train/dev/test files).")
+  dropout_prob: float = option(0.1, "Dropout on the pooled output.", bound="in [0, 1)")
+  max_seq_length: int = sequence_length(512, "Pieces per choice, all included.", at_least=4)
+  max_qa_length: int = option(128, "Question + option pieces kept (their last ones).",
+                              bound=">= 1")
+  high_only: bool = option(False, "Only the high-school questions.")
+  middle_only: bool = option(False, "Only the middle-school questions.")
   do_train: bool = True
-  do_eval: bool = True
+  do_eval: bool = option(True, "Evaluate on dev after each checkpoint; keep the best.")
+  do_predict: bool = option(False, "Write test_predictions.jsonl (and test_results.txt when "
+                            "the test files have answers).")
   train_batch_size: int = 32
-  eval_batch_size: int = 8
+  eval_batch_size: int = option(8, "Eval batch.", bound=">= 1")
   learning_rate: float = 1e-5
-  train_step: int = 12000
-  warmup_step: int = 1000
+  train_step: int = option(12000, "Training steps.", bound=">= 1")
+  warmup_step: int = option(1000, "Warm-up steps.", bound=">= 0")
   save_checkpoints_steps: int = 100
-  train_file: str = None
-  eval_file: str = None
-  predict_file: str = None
-  cached_dir: str = None
+  train_file: str = option(None, "Cache of the training features (TFRecord; built if missing "
+                           "or stale; default output_dir/<task>_train_<seq>.tf_record).")
+  eval_file: str = option(None, "Cache of the dev features.")
+  predict_file: str = option(None, "Cache of the test features.")
+  cached_dir: str = option(None, "Where feature caches go by default (else output_dir).")
+  export_dir: str = option(None, "Write an (article, question, options) -> answer serving "
+                           "SavedModel here at the end.")
   # task_name=csv: users' own multiple choice
-  context_column: str = None
-  question_column: str = None
-  option_columns: tuple = ()
-  label_column: str = "label"
-
-  BOUNDS = {"dropout_prob": "in [0, 1)", "max_seq_length": ">= 4", "max_qa_length": ">= 1",
-            "eval_batch_size": ">= 1", "train_step": ">= 1", "warmup_step": ">= 0"}
+  context_column: str = option(None, "csv task: column of the passage.")
+  question_column: str = option(None, "csv task: column of the question.")
+  option_columns: tuple = option((), "csv task: the option columns, in choice order.")
+  label_column: str = option(
+      "label", "csv task: the answer, an option's index (0-based) or its text.")
 
 
 class RaceTask(FineTuningTask):

@@ -26,40 +26,51 @@ from albert_tf.data import squad_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask, check_cache_writable
 
 logger = logging.getLogger(__name__)
 
 
+EVAL_METRICS = ("squad", "cmrc2018", "auto")
+
+
 @dataclasses.dataclass
 class SquadOptions(FineTuningOptions):
   """run_squad.py's flags (the original's names and defaults)."""
-  train_file: str = None
-  predict_file: str = None
-  max_seq_length: int = 384
-  doc_stride: int = 128
-  max_query_length: int = 64
-  num_train_epochs: float = 3.0
-  warmup_proportion: float = 0.1
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  version_2_with_negative: bool = False
-  start_n_top: int = 5
-  end_n_top: int = 5
-  dropout_prob: float = 0.1
-  null_score_diff_threshold: float = None
-  train_feature_file: str = None
-  predict_feature_file: str = None
-  layerwise_lr_decay: float = None
-  eval_metric: str = "auto"
-
-  BOUNDS = {"max_seq_length": ">= 5", "doc_stride": ">= 1", "max_query_length": ">= 1",
-            "num_train_epochs": "> 0", "warmup_proportion": "in [0, 1)", "n_best_size": ">= 1",
-            "max_answer_length": ">= 1", "start_n_top": ">= 1", "end_n_top": ">= 1",
-            "dropout_prob": "in [0, 1)", "layerwise_lr_decay": "> 0"}
-
-
-EVAL_METRICS = ("squad", "cmrc2018", "auto")
+  train_file: str = option(None, "SQuAD JSON for training, e.g. train-v1.1.json.")
+  predict_file: str = option(None, "SQuAD JSON to predict, e.g. dev-v1.1.json.")
+  max_seq_length: int = sequence_length(384, "Pieces per window, all included.", at_least=5)
+  doc_stride: int = option(128, "Pieces between window starts.", bound=">= 1")
+  max_query_length: int = option(64, "Questions are cut to this.", bound=">= 1")
+  do_train: bool = option(False, "Train on --train_file.")
+  do_predict: bool = option(False, "Predict --predict_file (and score it if it has answers).")
+  num_train_epochs: float = option(
+      3.0, "Epochs; steps = questions / train_batch_size * epochs, as the original.",
+      bound="> 0")
+  warmup_proportion: float = option(0.1, "Share of steps warming up.", bound="in [0, 1)")
+  n_best_size: int = option(20, "Answers kept per question (n-best list).", bound=">= 1")
+  max_answer_length: int = option(30, "Longest answer, in pieces.", bound=">= 1")
+  version_2_with_negative: bool = option(False, "SQuAD v2.0: unanswerable questions.")
+  start_n_top: int = option(5, "v2: beam of starts.", bound=">= 1")
+  end_n_top: int = option(5, "v2: ends kept per start.", bound=">= 1")
+  dropout_prob: float = option(0.1, "v2: dropout of the answer-class layer.",
+                               bound="in [0, 1)")
+  null_score_diff_threshold: float = option(
+      None, "v2: empty answer when the null score is at least this (default: the best "
+      "threshold on --predict_file's answers, as the original).")
+  train_feature_file: str = option(
+      None, "Cache of training features (default output_dir/train_features.tf_record).")
+  predict_feature_file: str = option(
+      None, "Cache of predict features (default output_dir/predict_features.tf_record).")
+  export_dir: str = option(
+      None, "Write a (question, context) -> answer serving SavedModel here at the end.")
+  layerwise_lr_decay: float = option(None, "Layer-wise learning-rate decay (adamw).",
+                                     bound="> 0")
+  eval_metric: str = option(
+      "auto", "Metric of --do_predict: the official SQuAD EM/F1, or CMRC 2018's EM/F1/AVERAGE "
+      "over mixed Chinese/English segments; auto: cmrc2018 with --vocab_file on mostly "
+      "Chinese contexts (v1), else squad.", choices=EVAL_METRICS)
 
 
 class SquadTask(FineTuningTask):

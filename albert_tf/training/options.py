@@ -3,33 +3,52 @@ refuses values which cannot mean anything, naming the flag."""
 
 import dataclasses
 
+from albert_tf.option_fields import declaration, flag_name, option
+from albert_tf.training.precision import PRECISIONS
+
 
 @dataclasses.dataclass
 class TrainingOptions:
-  """The flags every training script shares: the loop's (each task's options extend these)."""
-  output_dir: str = None
-  train_batch_size: int = 32
-  optimizer: str = "adamw"
-  learning_rate: float = 5e-5
-  weight_decay_rate: float = 0.01
-  bias_correction: bool = False
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
-  iterations_per_loop: int = 1000
-  gradient_accumulation_steps: int = 1
-  mixed_precision: str = "float32"
-  jit_compile: bool = False
-  recompute_grad: bool = False
-  freeze: tuple = ()
-  seed: int = None
-  log_every_seconds: float = 10.0
-  checkpoint_input_pipeline: bool = True
-
-  # What a value must be to mean anything (`check_options`); None is "not given".
-  BOUNDS = {"train_batch_size": ">= 1", "learning_rate": "> 0", "weight_decay_rate": ">= 0",
-            "save_checkpoints_steps": ">= 1", "keep_checkpoint_max": ">= 1",
-            "iterations_per_loop": ">= 1", "gradient_accumulation_steps": ">= 1",
-            "seed": ">= 0", "log_every_seconds": ">= 0"}
+  """The flags every training script shares: the model's config and the loop's settings (each
+  task's options extend these)."""
+  albert_config_file: str = option(
+      None, "albert_config.json of the model (or a Hugging Face config.json). Required unless "
+      "--init_checkpoint is a Hugging Face directory.")
+  output_dir: str = option(None, "Checkpoints, summaries and the job's results.")
+  train_batch_size: int = option(
+      32, "Global train batch per optimizer step (all replicas, all micro-batches).",
+      bound=">= 1")
+  optimizer: str = option("adamw", "Optimizer.", choices=("lamb", "adamw"))
+  learning_rate: float = option(5e-5, "Peak learning rate.", bound="> 0")
+  weight_decay_rate: float = option(0.01, bound=">= 0")
+  bias_correction: bool = option(False,
+                                 "Adam bias correction in LAMB/AdamW (the original has none).")
+  save_checkpoints_steps: int = option(
+      1000, "Steps between checkpoints (and dev evaluations where a job has them).",
+      bound=">= 1")
+  keep_checkpoint_max: int = option(5, "Checkpoints kept.", bound=">= 1")
+  iterations_per_loop: int = option(1000, "Steps per tf.function call (host round trip).",
+                                    bound=">= 1")
+  gradient_accumulation_steps: int = option(
+      1, "Micro-batches per step (train_batch_size is the whole step's batch).", bound=">= 1")
+  mixed_precision: str = option(
+      "float32", "Compute precision (float16 uses dynamic loss scaling; bfloat16 for TPUs and "
+      "CPUs with AVX512_BF16/AMX).", choices=PRECISIONS)
+  jit_compile: bool = option(False, "XLA-compile the forward and backward pass.")
+  recompute_grad: bool = option(
+      False, "Recompute each transformer block in the backward pass: activation memory of one "
+      "block instead of all, for about a third more compute (shared layers: one loop, one "
+      "gradient sum per shared weight).")
+  freeze: tuple = option(
+      (), "Parts not trained: embeddings (with the E -> H projection), group_0, group_1, ... "
+      "(transformer groups; with full sharing, the default, all layers are one group, "
+      "group_0), pooler.")
+  seed: int = option(None, "Seed of the initial weights, dropout and input shuffling: the same "
+                     "seed repeats a run on the same machine.", bound=">= 0")
+  log_every_seconds: float = option(10.0, "Seconds between progress lines.", bound=">= 0")
+  checkpoint_input_pipeline: bool = option(
+      True, "Save the input position in checkpoints (one device / mirrored), so a resumed run "
+      "reads exactly the batches an uninterrupted run would.")
 
 
 def _allows(rule, value):
@@ -46,18 +65,14 @@ def check_options(options):
   of 0 layers), naming the flag and the rule, before any work: such a value is never replaced
   by a default nor left to fail later under another name.
 
-  Each options dataclass lists its rules in a `BOUNDS` class attribute ({field: rule}) and the
-  flags named otherwise than their fields in `FLAG_NAMES`; nested options (distillation's)
-  are checked too.
+  The rules are the fields' bounds and the flags their names (`option_fields.option`); nested
+  options (distillation's) are checked too.
   """
-  for klass in type(options).__mro__:
-    for name, rule in vars(klass).get("BOUNDS", {}).items():
-      value = getattr(options, name)
-      if value is not None and not _allows(rule, value):
-        flag = getattr(options, "FLAG_NAMES", {}).get(name, name)
-        raise ValueError(f"--{flag} must be {rule}, got {value!r}")
   for field in dataclasses.fields(options):
     value = getattr(options, field.name)
+    rule = declaration(type(options), field.name).get("bound")
+    if rule and value is not None and not _allows(rule, value):
+      raise ValueError(f"--{flag_name(type(options), field.name)} must be {rule}, got {value!r}")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
       check_options(value)
 

@@ -33,6 +33,7 @@ from albert_tf import files
 from albert_tf import signals
 from albert_tf import tokenization
 from albert_tf.data import tfrecords
+from albert_tf.option_fields import option, sequence_length
 from albert_tf.data.pretraining import records
 from albert_tf.data.pretraining.instances import InstanceOptions, create_instances
 from albert_tf.data.pretraining.masking import (MaskingOptions, continued_word_start, mark_continued,
@@ -46,31 +47,47 @@ WORD_SEGMENTATIONS = ("none", "jieba")
 
 @dataclasses.dataclass(frozen=True)
 class CreationOptions:
-  """The original script's flags (same names and defaults) plus ours."""
-  spm_model_file: str = None
-  vocab_file: str = None
-  do_lower_case: bool = True
-  max_seq_length: int = 512
-  max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  dupe_factor: int = 40
-  short_seq_prob: float = 0.1
-  ngram: int = 3
-  favor_shorter_ngram: bool = True
-  do_whole_word_mask: bool = True
-  random_next_sentence: bool = False
-  random_seed: int = 12345
+  """The original script's flags (same names and defaults) plus ours; `validate` refuses the
+  values that cannot mean anything."""
+  spm_model_file: str = option(None, "SentencePiece model.")
+  vocab_file: str = option(None, "WordPiece vocab.txt (when no --spm_model_file).")
+  do_lower_case: bool = option(True, "Lowercase the input text.")
+  max_seq_length: int = sequence_length(
+      512, "Maximum sequence length (at least 5: [CLS] A [SEP] B [SEP]).")
+  max_predictions_per_seq: int = option(20, "Maximum masked LM predictions per sequence.")
+  masked_lm_prob: float = option(0.15, "Masked LM probability.")
+  dupe_factor: int = option(40, "Passes over the input, each with different masks.")
+  short_seq_prob: float = option(0.1, "Probability of a shorter target length for a document.")
+  ngram: int = option(3, "Maximum n-gram length (in words) to mask.")
+  favor_shorter_ngram: bool = option(True, "P(n) proportional to 1/n (else reversed).")
+  do_whole_word_mask: bool = option(
+      True, "Mask whole words: a non-initial piece joins the previous candidate.")
+  random_next_sentence: bool = option(
+      False, "NSP-style: B from a random document half of the time (else SOP swaps).")
+  random_seed: int = option(
+      12345, "Seed: the output depends on inputs, flags and this seed only.")
   # Ours.
-  pure_sop: bool = False
-  num_workers: int = 0  # 0 = all cores
-  block_bytes: int = 1 << 20
-  input_encoding: str = "utf-8"
-  strict: bool = False
+  pure_sop: bool = option(
+      False, "One-sentence chunks are merged or skipped instead of paired with a random "
+      "document, so every label-1 instance is a swap.")
+  num_workers: int = option(
+      0, "Worker processes (0 = all cores); the output does not depend on it.")
+  block_bytes: int = option(
+      1 << 20, "Text per work unit; random-document partners and the instance shuffle stay "
+      "within one block. Changing it changes the output.")
+  input_encoding: str = option("utf-8", "Encoding of the input files (e.g. latin-1).")
+  strict: bool = option(False, "Fail on a line that does not decode instead of skipping it.")
   # "jieba": Chinese words are masked whole (SPEC.md "Chinese (albert_zh) practice").
-  word_segmentation: str = "none"
+  word_segmentation: str = option(
+      "none", "jieba: segment each line with jieba so whole-word / n-gram masking takes "
+      "Chinese words whole (albert_zh practice; ids stay plain characters). Needs "
+      "--vocab_file; refused with --spm_model_file.", choices=WORD_SEGMENTATIONS)
   # Records without masks, for run_pretraining --dynamic_masking (`dynamic_masking.py`):
   # input_ids as tokenized, token_boundary as always, empty masked_lm_* features.
-  no_masking: bool = False
+  no_masking: bool = option(
+      False, "Write the instances unmasked (empty masked_lm_* features) for run_pretraining.py "
+      "--dynamic_masking, which masks them anew each epoch; the masking flags are then "
+      "run_pretraining's.")
 
   def validate(self):
     def fail(flag, why):
