@@ -182,7 +182,7 @@ class AtomicShardWriter:
       os.fsync(handle.fileno())
       handle.close()
     for temp, final in zip(self.temp_files, self.output_files):
-      os.replace(temp, final)
+      files.rename(temp, final)
 
   def abort(self):
     for handle, temp in zip(self._handles, self.temp_files):

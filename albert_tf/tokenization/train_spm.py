@@ -16,11 +16,10 @@ On the command line: `python -m albert_tf.cli.train_spm` (albert_tf/cli/train_sp
 
 import glob
 import os
-import shutil
-import tempfile
 
 import sentencepiece
 
+from albert_tf import files
 from albert_tf.tokenization.tokenizer import SPM_SPECIALS, preprocess_text
 
 # The original's trainer_spec (read from ALBERT's released 30k-clean.model), less its corpus.
@@ -158,7 +157,8 @@ def train_sentencepiece(input_files, model_prefix, vocab_size, do_lower_case=Tru
 
   # Train under a temporary prefix beside the target, then rename: a reader never finds a
   # half-written model, and a failed run leaves the previous one in place.
-  tmp_dir = tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir)
+  tmp_dir = files.temporary_name(model_prefix)  # files.py's rule: a kill leaves a known name
+  os.makedirs(tmp_dir)
   try:
     try:
       sentencepiece.SentencePieceTrainer.train(
@@ -174,9 +174,9 @@ def train_sentencepiece(input_files, model_prefix, vocab_size, do_lower_case=Tru
                          f"({corpus.sentences:,} non-blank lines): {e}") from e
       raise RuntimeError(f"SentencePiece training on --input {inputs} failed: {e}") from e
     for suffix in (".vocab", ".model"):  # .model last: its presence means both are there
-      os.replace(os.path.join(tmp_dir, name + suffix), model_prefix + suffix)
+      files.rename(os.path.join(tmp_dir, name + suffix), model_prefix + suffix)
   finally:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
+    files.remove(tmp_dir)
 
   model_file = model_prefix + ".model"
   sp_model = sentencepiece.SentencePieceProcessor(model_file=model_file)
