@@ -36,7 +36,7 @@ from absl import flags
 from albert_tf.cli import quiet
 quiet.install()  # before TensorFlow loads: the imports below load it
 from albert_tf.data.pretraining.create import (CreationOptions, Interrupted,
-                                                create_pretraining_data, expand_input_files)
+                                               create_pretraining_data, expand_input_files)
 from script_flags import define_options_flags, options_from_flags
 
 FLAGS = flags.FLAGS

@@ -427,7 +427,8 @@ def main():
           r["discarded_disturbed_runs"] += 1
           for p in glob.glob(out + "*"):
             os.remove(p)
-    startup = {"ours: import albert_tf.data.pretraining.create": startup_seconds("albert_tf.data.pretraining.create", 1),
+    startup = {"ours: import albert_tf.data.pretraining.create":
+                   startup_seconds("albert_tf.data.pretraining.create", 1),
                "peer: import official.nlp.data.create_pretraining_data":
                    startup_seconds("official.nlp.data.create_pretraining_data", 1)}
     timed_seconds = time.time() - started

@@ -60,15 +60,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import tokenization  # noqa: E402
-from albert_tf.interop.checkpoints import load_checkpoint  # noqa: E402
+from albert_tf.cli.runs import run_classifier  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 from albert_tf.data.classification.features import convert_examples_to_features  # noqa: E402
 from albert_tf.data.classification.registry import get_processor  # noqa: E402
-from albert_tf.tasks.distillation import DistillOptions  # noqa: E402
 from albert_tf.export.tflite import export_classifier_tflite, tflite_logits  # noqa: E402
-from albert_tf.cli.runs import run_classifier  # noqa: E402
-from albert_tf.tasks.classification import ClassifierOptions  # noqa: E402
+from albert_tf.interop.checkpoints import load_checkpoint  # noqa: E402
 from albert_tf.modeling.classifier import AlbertClassifier  # noqa: E402
+from albert_tf.tasks.classification import ClassifierOptions  # noqa: E402
+from albert_tf.tasks.distillation import DistillOptions  # noqa: E402
 
 DATA = os.path.join(REPO, "..", "shared", "data")
 

@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from albert_tf.training.run import Run
 from albert_tf import AlbertConfig
+from albert_tf.training.run import Run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPM = os.path.join(REPO, os.pardir, "shared", "data", "sentencepiece", "spiece.model")

@@ -30,14 +30,14 @@ import time
 
 import tensorflow as tf
 
-from albert_tf.export.tasks import export_task
-from albert_tf.training.run import Run
+from albert_tf.cli.runs import run_ner
 from albert_tf.config import AlbertConfig
 from albert_tf.data import ner as ner_data
+from albert_tf.export.tasks import export_task
 from albert_tf.metrics.ner import ner_results
-from albert_tf.cli.runs import run_ner
 from albert_tf.tasks.ner import NerOptions, NerTask
 from albert_tf.tokenization import FullTokenizer
+from albert_tf.training.run import Run
 from benchmarks.create_pretraining_data_bench import machine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -28,9 +28,9 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
+from albert_tf.modeling.summary import flops_per_token  # noqa: E402
 from albert_tf.modeling.transformer import set_recompute_grad  # noqa: E402
 from albert_tf.training.optimization import create_optimizer  # noqa: E402
-from albert_tf.modeling.summary import flops_per_token  # noqa: E402
 
 
 def make_batch(config, batch, seq, predictions, seed=0):

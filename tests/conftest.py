@@ -21,7 +21,8 @@ import pytest  # noqa: E402
 def shared_data():
   """../shared/data: real corpora, GLUE, SentencePiece models (read-only)."""
   if not SHARED_DATA.is_dir():
-    raise FileNotFoundError(f"real test data not found at {SHARED_DATA} (its README says what it holds)")
+    raise FileNotFoundError(f"real test data not found at {SHARED_DATA} (its README says "
+                            "what it holds)")
   return SHARED_DATA
 
 

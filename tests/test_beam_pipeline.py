@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data.pretraining import beam_pipeline
-from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data, iter_file_blocks
+from albert_tf.data.pretraining.create import (CreationOptions, create_pretraining_data,
+                                               iter_file_blocks)
 from albert_tf.data.pretraining.create import ReadReport
 from conftest import ROOT, SHARED_DATA
 

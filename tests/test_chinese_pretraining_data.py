@@ -12,8 +12,8 @@ from albert_tf import tokenization
 from albert_tf.data.pretraining import chinese
 from albert_tf.data.pretraining import records
 from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
-from albert_tf.data.pretraining.masking import (MaskingOptions, continued_word_start, mark_continued,
-                                    ngram_mask)
+from albert_tf.data.pretraining.masking import (MaskingOptions, continued_word_start,
+                                                mark_continued, ngram_mask)
 from conftest import SHARED_DATA
 
 CORPUS = SHARED_DATA / "chinese" / "uer_clue_corpus_small" / "CLUECorpusSmall_bert_sampled.txt"

@@ -19,8 +19,7 @@ from albert_tf.data.classification.features import (PaddingInputExample, classif
                                                     write_features_tfrecord)
 from albert_tf.data.classification.processor import InputExample
 from albert_tf.data.classification.registry import PROCESSORS, get_processor
-from albert_tf.data.classification.submissions import (write_clue_predictions,
-                                                       write_glue_predictions)
+from albert_tf.data.classification.submissions import write_clue_predictions, write_glue_predictions
 from albert_tf.data.reading import DataError, read_json_lines, read_rows
 from albert_tf.tokenization import FullTokenizer, encode_pair
 

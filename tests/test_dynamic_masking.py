@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.run import Run
 from albert_tf import tokenization
-from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
-from albert_tf.data.pretraining.dynamic_masking import DynamicMaskingOptions, make_draws, mask_example
-from albert_tf.data.pretraining.masking import MaskingOptions, ngram_mask
-from albert_tf.data.pretraining.dataset import pretraining_dataset
 from albert_tf.cli.runs import run_pretraining
+from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
+from albert_tf.data.pretraining.dataset import pretraining_dataset
+from albert_tf.data.pretraining.dynamic_masking import (DynamicMaskingOptions, make_draws,
+                                                        mask_example)
+from albert_tf.data.pretraining.masking import MaskingOptions, ngram_mask
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -271,7 +272,8 @@ def test_run_pretraining_trains_on_unmasked_records_and_refuses_mismatched_modes
   assert history[-1]["loss"] < history[0]["loss"]
   assert 0 < evaluation["masked_lm_accuracy"] <= 1 and math.isfinite(evaluation["loss"])
   with pytest.raises(ValueError, match=r"made with --no_masking.*pass --dynamic_masking"):
-    Run(PretrainingTask(_options(tiny_config, unmasked, tmp_path / "static", dynamic_masking=False)))
+    Run(PretrainingTask(_options(tiny_config, unmasked, tmp_path / "static",
+                                 dynamic_masking=False)))
   masked = tmp_path / "masked.tfrecord"
   create_pretraining_data([str(BOOK)], [str(masked)], CreationOptions(
       spm_model_file=str(SPM), max_seq_length=SEQ, max_predictions_per_seq=PRED,

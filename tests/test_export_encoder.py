@@ -12,9 +12,9 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
-from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
+from albert_tf.interop.checkpoints import native_checkpoint
 from conftest import ROOT, SHARED_DATA, encode_with_masks_python
 from serving_requests import assert_rejected, empty_request, run
 

@@ -16,30 +16,27 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from albert_tf.training.run import Run
-from albert_tf.metrics import cmrc2018
 from albert_tf.cli import convert
-from albert_tf.training import recovery as guards
-from albert_tf.tasks import pretraining
-from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, save_tf1_checkpoint
+from albert_tf.cli.inspect import main as inspect_main
+from albert_tf.cli.runs import run_classifier, run_pretraining, run_race, run_squad
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad as squad_data
 from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
-from albert_tf.cli.inspect import main as inspect_main
 from albert_tf.data.pretraining.statistics import record_statistics
-from albert_tf.tasks.distillation import DistillOptions
-from albert_tf.cli.runs import run_classifier
-from albert_tf.tasks.classification import ClassifierOptions
-from albert_tf.tasks.finetuning import FineTuningTask
-from albert_tf.training.task import Schedule
+from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, save_tf1_checkpoint
+from albert_tf.metrics import cmrc2018
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.cli.runs import run_race
-from albert_tf.tasks.race import RaceOptions
-from albert_tf.cli.runs import run_squad
-from albert_tf.tasks.squad import SquadOptions
-from albert_tf.cli.runs import run_pretraining
+from albert_tf.tasks import pretraining
+from albert_tf.tasks.classification import ClassifierOptions
+from albert_tf.tasks.distillation import DistillOptions
+from albert_tf.tasks.finetuning import FineTuningTask
 from albert_tf.tasks.pretraining import PretrainingTask
+from albert_tf.tasks.race import RaceOptions
+from albert_tf.tasks.squad import SquadOptions
+from albert_tf.training import recovery as guards
+from albert_tf.training.run import Run
+from albert_tf.training.task import Schedule
 from conftest import ROOT, SHARED_DATA
 from test_pretraining import data, opts  # noqa: F401  (the module's real-data fixture)
 

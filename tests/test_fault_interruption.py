@@ -14,13 +14,12 @@ import time
 
 import pytest
 
-from albert_tf.training.run import Run
 from albert_tf.cli import quiet
+from albert_tf.cli.runs import run_classifier, run_race
 from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
-from albert_tf.cli.runs import run_classifier
 from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
-from albert_tf.cli.runs import run_race
 from albert_tf.tasks.race import RaceOptions
+from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

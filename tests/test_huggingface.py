@@ -10,16 +10,16 @@ from safetensors.numpy import load_file, save_file
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf.cli import convert as convert_cli
+from albert_tf.cli.runs import run_ner
 from albert_tf.interop import convert
 from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import native_checkpoint
-from albert_tf.tasks.distillation import DistillOptions, teacher_config
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.modeling.squad import AlbertSquad
 from albert_tf.modeling.token_classifier import AlbertTokenClassifier
-from albert_tf.cli.runs import run_ner
+from albert_tf.tasks.distillation import DistillOptions, teacher_config
 from albert_tf.tasks.ner import NerOptions
 from conftest import ROOT, SHARED_DATA
 
@@ -53,7 +53,8 @@ def _inputs(vocab_size, batch=2, seq=9):
 
 def _hf_state_dict(model):
   """transformers' AlbertForPreTraining state dict of `model`, written out name by name from
-  SPEC's list (independent of albert_tf.interop.huggingface's table): Linear weights are [out, in]."""
+  SPEC's list (independent of albert_tf.interop.huggingface's table): Linear weights are
+  [out, in]."""
   enc = model.encoder
   emb = enc.embedding_layer
   out = {"albert.embeddings.word_embeddings.weight": emb.word_embeddings,

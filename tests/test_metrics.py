@@ -7,7 +7,7 @@ import pytest
 
 from albert_tf.data.classification.csv_task import CsvProcessor
 from albert_tf.metrics.glue import (accuracy, compute_metrics, f1, matthews_corrcoef, pearson,
-                               spearman)
+                                    spearman)
 
 # TP = 2 (items 0, 4), FP = 1 (item 1), FN = 1 (item 3), TN = 1 (item 2).
 PREDICTIONS = [1, 1, 0, 0, 1]

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
+from albert_tf.cli.runs import run_pretraining
 from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
+from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
 from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
-from albert_tf.cli.runs import run_pretraining
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask, pretraining_losses
+from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA, float32_atol
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -260,7 +260,8 @@ def test_mixed_precision_and_xla_train(data, tmp_path, precision, jit):
     history = []
     run_pretraining(opts(data, tmp_path, num_train_steps=4, iterations_per_loop=2,
                          mixed_precision=precision, jit_compile=jit), history=history)
-    trainer = Run(PretrainingTask(opts(data, tmp_path, num_train_steps=4, mixed_precision=precision)))
+    trainer = Run(PretrainingTask(opts(data, tmp_path, num_train_steps=4,
+                                       mixed_precision=precision)))
     compute = {"bfloat16": "bfloat16", "float16": "float16"}.get(precision, "float32")
     assert trainer.loop.model.encoder.embedding_layer.compute_dtype == compute
     assert trainer.loop.model.encoder.embedding_layer.word_embeddings.dtype == tf.float32

@@ -10,15 +10,15 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import tokenization
+from albert_tf.cli.inspect import main as inspect_main
 from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import records
-from albert_tf.data.pretraining.create import (CreationOptions, create_pretraining_data, expand_input_files,
-                                   iter_blocks, metadata_path)
-from albert_tf.cli.inspect import main as inspect_main
-from albert_tf.data.pretraining.statistics import record_statistics
+from albert_tf.data.pretraining.create import (CreationOptions, create_pretraining_data,
+                                               expand_input_files, iter_blocks, metadata_path)
 from albert_tf.data.pretraining.instances import Instance, truncate_pair
 from albert_tf.data.pretraining.masking import (MaskingOptions, candidate_words, ngram_mask,
-                                    num_to_predict)
+                                                num_to_predict)
+from albert_tf.data.pretraining.statistics import record_statistics
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf.cli import convert
+from albert_tf.cli.runs import run_classifier
+from albert_tf.export.encoder import export_encoder
+from albert_tf.export.tflite import tflite_logits
 from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import tf1_variable_map
-from albert_tf.tasks.distillation import DistillOptions, Distiller
-from albert_tf.export.tflite import tflite_logits
 from albert_tf.modeling.classifier import AlbertClassifier
-from albert_tf.export.encoder import export_encoder
-from albert_tf.cli.runs import run_classifier
 from albert_tf.tasks.classification import ClassifierOptions
+from albert_tf.tasks.distillation import DistillOptions, Distiller
+from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.export.tasks import export_task
-from albert_tf.training.run import Run
+from albert_tf.cli.runs import run_ner
 from albert_tf.data import ner as ner_data
 from albert_tf.data import ner_features
+from albert_tf.export.tasks import export_task
 from albert_tf.metrics.ner import ner_results
-from albert_tf.cli.runs import run_ner
 from albert_tf.tasks.ner import NerOptions, NerTask
 from albert_tf.tokenization import FullTokenizer
+from albert_tf.training.run import Run
 import serving_requests
 from conftest import ROOT, SHARED_DATA
 

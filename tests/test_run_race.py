@@ -10,14 +10,14 @@ import sentencepiece
 import tensorflow as tf
 
 import reference_tokenization as reference
-from albert_tf.export.tasks import export_task
-from albert_tf.training.run import Run
 from albert_tf import AlbertConfig, load_checkpoint, save_tf1_checkpoint
-from albert_tf.data import race as race_data
-from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.cli.runs import run_race
+from albert_tf.data import race as race_data
+from albert_tf.export.tasks import export_task
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tasks.race import RaceOptions, RaceTask
 from albert_tf.tokenization import FullTokenizer
+from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, SHARED_DATA
+from albert_tf.cli.runs import run_squad
+from albert_tf.data import squad as squad_data
 from albert_tf.metrics import cmrc2018
 from albert_tf.metrics import squad as squad_metrics
-from albert_tf.data import squad as squad_data
-from albert_tf.cli.runs import run_squad
 from albert_tf.tasks.squad import SquadOptions
 
 XQUAD = SHARED_DATA / "squad" / "v1.1_xquad_en" / "xquad.en.json"

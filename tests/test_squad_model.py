@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.config import AlbertConfig
+from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.modeling.squad import AlbertSquad, SquadV2Head
 
 # The original's names (squad_utils.create_v1_model / create_v2_model), written out here so

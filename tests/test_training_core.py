@@ -12,17 +12,18 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
-from albert_tf.training.freezing import freeze_parts
-from albert_tf.training.precision import precision_policy
-from albert_tf.training.run import Run
-from albert_tf.tasks.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map, soft_target_loss)
 from albert_tf.cli.runs import run_classifier
-from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
+from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier, ClassificationHead
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.heads import SentenceOrderHead
 from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
+from albert_tf.tasks.distillation import (DistillOptions, Distiller, hidden_state_loss, layer_map,
+                                          soft_target_loss)
+from albert_tf.training.freezing import freeze_parts
+from albert_tf.training.precision import precision_policy
+from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

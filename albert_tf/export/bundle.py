@@ -5,13 +5,13 @@ import logging
 import os
 
 from albert_tf import files
+from albert_tf.config import AlbertConfig
+from albert_tf.export.encoder import export_encoder, export_tflite
+from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.option_fields import option, sequence_length
 from albert_tf.training.options import check_sequence_length
-from albert_tf.interop.checkpoints import load_checkpoint
-from albert_tf.config import AlbertConfig
 from albert_tf.training.precision import precision_policy
-from albert_tf.export.encoder import export_encoder, export_tflite
-from albert_tf.modeling.pretrainer import AlbertPretrainer
 
 logger = logging.getLogger(__name__)
 

@@ -44,8 +44,7 @@ from albert_tf.export import requests
 from albert_tf.export.saving import save_atomically
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS
-from albert_tf.tokenization.in_graph import (InGraphTokenizer, contains, valid_utf8,
-                                             whitespace_class)
+from albert_tf.tokenization.in_graph import InGraphTokenizer, contains, valid_utf8, whitespace_class
 
 _NUL = "\x00"
 

@@ -22,8 +22,8 @@ import tensorflow as tf
 from albert_tf.export import requests
 from albert_tf.export.saving import save_atomically
 from albert_tf.modeling.encoder import INPUT_NAMES
-from albert_tf.tokenization.in_graph import (InGraphTokenizer, contains, gather_runs,
-                                             pack_inputs, row_prefixes)
+from albert_tf.tokenization.in_graph import (InGraphTokenizer, contains, gather_runs, pack_inputs,
+                                             row_prefixes)
 
 _BLANK = "_"
 

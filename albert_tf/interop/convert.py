@@ -27,10 +27,10 @@ import shutil
 
 import tensorflow as tf
 
-from albert_tf.interop import checkpoints
 from albert_tf import files
-from albert_tf.interop import huggingface
 from albert_tf.config import CONFIG_NAME, MODEL_FLAGS_NAME, AlbertConfig
+from albert_tf.interop import checkpoints
+from albert_tf.interop import huggingface
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice

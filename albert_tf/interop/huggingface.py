@@ -19,8 +19,8 @@ import re
 import numpy as np
 
 from albert_tf.config import AlbertConfig
-from albert_tf.config_formats import (ACTIVATION_TO_HF, HF_DEFAULTS, LAYER_NORM_EPS,
-                                      SHARED_HF_KEYS, ConfigError, from_huggingface)
+from albert_tf.config_formats import (ACTIVATION_TO_HF, HF_DEFAULTS, LAYER_NORM_EPS, SHARED_HF_KEYS,
+                                      ConfigError, from_huggingface)
 
 logger = logging.getLogger(__name__)
 

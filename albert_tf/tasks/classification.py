@@ -16,15 +16,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.training import recovery
-from albert_tf.training.options import check_options
-from albert_tf.training.task import Serving
 from albert_tf.data.classification.features import (classification_dataset,
                                                     convert_examples_to_features,
                                                     write_features_tfrecord)
 from albert_tf.data.classification.registry import get_processor
-from albert_tf.data.classification.submissions import (write_clue_predictions,
-                                                       write_glue_predictions)
+from albert_tf.data.classification.submissions import write_clue_predictions, write_glue_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.metrics.glue import compute_metrics
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -33,6 +29,9 @@ from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks import distillation
 from albert_tf.tasks.distillation import DistillOptions
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask
+from albert_tf.training import recovery
+from albert_tf.training.options import check_options
+from albert_tf.training.task import Serving
 
 logger = logging.getLogger(__name__)
 

@@ -20,14 +20,14 @@ import os
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.config import CONFIG_NAME, AlbertConfig
 from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import load_checkpoint
-from albert_tf.config import CONFIG_NAME, AlbertConfig
-from albert_tf.training.options import check_options
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.option_fields import flag_name, option
+from albert_tf.training.options import check_options
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """Fine-tuning and prediction on SQuAD v1.1 / v2.0: the task of run_squad.py.
 
 Features are cached as TFRecords beside the outputs (rebuilt when the data, tokenizer or
-window flags change); the training loop trains with the original's losses; prediction writes `predictions.json`, `nbest_predictions.json`
-(and `null_odds.json` for v2) and, when the predict file has answers, the official EM / F1 in
-`eval_results.txt` over the questions that have them, plus v2's unanswerable ones (v2: after
+window flags change); the training loop trains with the original's losses; prediction writes
+`predictions.json`, `nbest_predictions.json` (and `null_odds.json` for v2) and, when the
+predict file has answers, the official EM / F1 in `eval_results.txt` over the questions that have them, plus v2's unanswerable ones (v2: after
 the original's search for the best null-score threshold, which then decides the written
 predictions). Chinese data (CMRC 2018, DRCD) runs with a WordPiece `vocab_file` (albert_zh)
 and is scored by the CMRC 2018 metric (`EM`, `F1`, `AVERAGE`; `eval_metric`).
@@ -16,18 +16,18 @@ import time
 
 import tensorflow as tf
 
-from albert_tf.metrics.results import write_results, write_summaries
-from albert_tf.metrics import cmrc2018
-from albert_tf.metrics import squad as squad_metrics
-from albert_tf.training.options import check_options
-from albert_tf.training.task import Serving
 from albert_tf.data import squad as squad_data
 from albert_tf.data import squad_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
+from albert_tf.metrics import cmrc2018
+from albert_tf.metrics import squad as squad_metrics
+from albert_tf.metrics.results import write_results, write_summaries
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
 from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask, check_cache_writable
+from albert_tf.training.options import check_options
+from albert_tf.training.task import Serving
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ original's recipe (on the command line: `python -m albert_tf.cli.train_spm --hel
 SPEC.md, "Tokenization".
 """
 
-from albert_tf.tokenization.tokenizer import (PAD_ID, SPIECE_UNDERLINE, FullTokenizer,
-                                              encode_pair, encode_pieces, load_vocab,
-                                              preprocess_text, truncate_seq_pair)
+from albert_tf.tokenization.tokenizer import (PAD_ID, SPIECE_UNDERLINE, FullTokenizer, encode_pair,
+                                              encode_pieces, load_vocab, preprocess_text,
+                                              truncate_seq_pair)
 
 __all__ = [
     "FullTokenizer",

@@ -21,9 +21,9 @@ import bisect
 import unicodedata
 
 from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, is_cjk_char, is_control,
-                                              is_digit_comma_piece, is_punctuation,
-                                              is_whitespace, preprocess_text,
-                                              split_digit_comma_piece, wordpiece_tokenize)
+                                              is_digit_comma_piece, is_punctuation, is_whitespace,
+                                              preprocess_text, split_digit_comma_piece,
+                                              wordpiece_tokenize)
 
 
 def normalize_with_offsets(text, lower):
