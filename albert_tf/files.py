@@ -106,7 +106,9 @@ def rename(source, target):
     os.replace(source, target)
 
 
-def _remove_quietly(path):
+def remove_quietly(path):
+  """Removes the file or folder `path` if it is there; a failure is not reported (it is
+  cleaning up after another error, or what a stopped run left)."""
   try:
     if exists(path):
       remove(path)
@@ -130,22 +132,21 @@ def commit(temporary, path):
   its own first and removed after. Only a kill between those two renames leaves no `path`;
   both copies then stay, as temporaries, until the next `remove_interrupted`."""
   temporary, path = os.fspath(temporary), os.fspath(path).rstrip("/")
-  if not isdir(temporary) or not exists(path):
-    if isdir(temporary) and not is_remote(path):
-      os.rename(temporary, path)
-    elif isdir(temporary):
-      _gfile().rename(temporary, path)
-    else:
-      rename(temporary, path)
+  if not isdir(temporary):
+    rename(temporary, path)
+    return
+  move = _gfile().rename if is_remote(path) else os.rename  # folders: no overwrite
+  if not exists(path):
+    move(temporary, path)
     return
   aside = temporary_name(path)
-  (_gfile().rename if is_remote(path) else os.rename)(path, aside)
+  move(path, aside)
   try:
-    (_gfile().rename if is_remote(path) else os.rename)(temporary, path)
+    move(temporary, path)
   except BaseException:
-    (_gfile().rename if is_remote(path) else os.rename)(aside, path)
+    move(aside, path)
     raise
-  _remove_quietly(aside)
+  remove_quietly(aside)
 
 
 @contextlib.contextmanager
@@ -158,7 +159,7 @@ def atomic_path(path):
     yield temporary
     commit(temporary, path)
   except BaseException:
-    _remove_quietly(temporary)
+    remove_quietly(temporary)
     raise
 
 
@@ -220,7 +221,7 @@ def remove_interrupted(folder=None, paths=()):
       leftovers += temporary_siblings(path)
   for path in leftovers:
     logger.info("removing %s, left by a stopped run", path)
-    _remove_quietly(path)
+    remove_quietly(path)
   return leftovers
 
 

@@ -78,7 +78,7 @@ def save_checkpoint(manager, step):
     return manager.save(checkpoint_number=step)
   except (tf.errors.OpError, OSError) as e:
     for path in tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(prefix + ".*"):
-      _remove_quietly(path)
+      files.remove_quietly(path)
     kept = tf.train.latest_checkpoint(manager.directory)
     raise OSError(f"could not write checkpoint {prefix}: {files.cause(e)}; the last complete "
                   f"checkpoint is {kept or 'none'}") from None
@@ -89,17 +89,7 @@ def remove_stale_temp_checkpoints(folder):
   for path in tf.io.gfile.glob(os.path.join(folder, "*_temp")):
     if tf.io.gfile.isdir(path):
       logger.info("removing %s, left by an interrupted checkpoint write", path)
-      _remove_quietly(path)
-
-
-def _remove_quietly(path):
-  try:
-    if tf.io.gfile.isdir(path):
-      tf.io.gfile.rmtree(path)
-    elif tf.io.gfile.exists(path):
-      tf.io.gfile.remove(path)
-  except (tf.errors.OpError, OSError):
-    pass
+      files.remove_quietly(path)
 
 
 # --- non-finite losses -----------------------------------------------------------------------
@@ -148,7 +138,7 @@ def _set_aside(manager, first_number, folder_name):
       tf.compat.v1.train.update_checkpoint_state(manager.directory, kept[-1],
                                                  all_model_checkpoint_paths=kept)
     else:
-      _remove_quietly(os.path.join(manager.directory, "checkpoint"))
+      files.remove_quietly(os.path.join(manager.directory, "checkpoint"))
   return moved
 
 
