@@ -155,7 +155,7 @@ def test_corrupt_shard_in_training_and_truncated_shard_in_eval_are_named(data, t
                             truncate=True)
   with pytest.raises(ValueError, match=r"truncated.tfrecord is corrupt .* after record \d+"):
     run_pretraining(opts(data, tmp_path / "eval", input_file=str(truncated), do_train=False,
-                         do_eval=True, max_eval_steps=1000))
+                         do_eval=True, max_eval_steps=1000, allow_untrained=True))
 
 
 def test_a_shard_of_another_sequence_length_is_named_before_training(data, tmp_path):  # noqa: F811

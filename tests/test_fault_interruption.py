@@ -115,7 +115,7 @@ def test_sigterm_during_the_export_exits_0_without_an_export_and_the_next_run_cl
       "  tf.io.gfile.makedirs(os.path.join(export_dir, 'variables'))",
       "  os.kill(os.getpid(), signal.SIGTERM)", "tf.saved_model.save = save_under_way"])
   run = run_script_signalling_itself(
-      patch, flags(csv_task, out, "--do_predict", f"--export_dir={export}"))
+      patch, flags(csv_task, out, "--do_predict", f"--export_dir={export}", "--allow_untrained"))
   assert run.returncode == 0, run.stderr[-3000:]
   assert f"stopped by SIGTERM during the export to {export}" in run.stderr
   assert not export.exists()  # no half-written export under the served name
@@ -125,7 +125,8 @@ def test_sigterm_during_the_export_exits_0_without_an_export_and_the_next_run_cl
   assert leftovers(tmp_path) == []
   killed = tmp_path / "serving.tmp-0123abcd" / "variables"
   killed.mkdir(parents=True)
-  Run(ClassificationTask(opts(csv_task, out, do_predict=True, export_dir=str(export))))
+  Run(ClassificationTask(opts(csv_task, out, do_predict=True, export_dir=str(export),
+                              allow_untrained=True)))
   assert leftovers(tmp_path) == []
 
 

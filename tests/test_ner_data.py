@@ -224,7 +224,8 @@ def test_jsonl_reads_tokens_and_tags_in_the_files_scheme(tmp_path):
   rows = [{"tokens": ["John", "lives", "in", "New", "York"],
            "tags": ["S-PER", "O", "O", "B-LOC", "E-LOC"]}, {"tokens": [], "tags": []}]
   path = _write(tmp_path, "train.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-  [example] = ner.read_examples("jsonl", path, "auto")
+  example, empty = ner.read_examples("jsonl", path, "auto")
+  assert empty.words == empty.tags == []  # kept: its predictions line is written too
   assert example.tags == ["B-PER", "O", "O", "B-LOC", "I-LOC"]
   assert example.scheme == "bioes"
 

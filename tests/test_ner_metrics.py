@@ -30,6 +30,17 @@ def test_chunks_read_iobes_tags():
   assert get_entities(["O", "E-ORG", "S-ORG"]) == [("ORG", 1, 1), ("ORG", 2, 2)]
 
 
+def test_bmes_middle_tags_read_as_iobes_inside_tags():
+  """MSRA / SIGHAN files' M- is IOBES's I-: the same chunks, the same scores."""
+  bmes = ["B-NR", "M-NR", "E-NR", "O", "S-NS", "M-NS", "E-NS"]
+  iobes = [t.replace("M-", "I-") for t in bmes]
+  assert get_entities(bmes) == get_entities(iobes) == [("NR", 0, 2), ("NS", 4, 4), ("NS", 5, 6)]
+  crossed, same = ner_results([bmes], [iobes]), ner_results([iobes], [iobes])
+  assert crossed.pop("token_accuracy") == 5 / 7  # tags are compared as written
+  del same["token_accuracy"]
+  assert crossed == same and same["f1"] == 1.0
+
+
 def test_scores_of_a_hand_counted_pair():
   gold = [["B-PER", "I-PER", "O", "B-ORG", "I-ORG", "O", "B-LOC"],  # PER 0-1, ORG 3-4, LOC 6
           ["B-MISC", "O", "B-PER"]]                               # MISC 0, PER 2

@@ -197,9 +197,10 @@ def _pretrain(args, config_file, shards, out, history):
                 learning_rate=args.learning_rate, save_checkpoints_steps=args.num_train_steps,
                 iterations_per_loop=args.log_every_steps, max_eval_steps=20, seed=0,
                 log_every_seconds=0)
-  evaluate = lambda folder: run_pretraining(PretrainingOptions(
-      input_file=shards[-1], do_eval=True, **dict(common, output_dir=folder)))[1]
-  before = evaluate(os.path.join(out, "untrained"))
+  evaluate = lambda folder, **extra: run_pretraining(PretrainingOptions(
+      input_file=shards[-1], do_eval=True, **dict(common, output_dir=folder, **extra)))[1]
+  # The baseline is random weights on purpose.
+  before = evaluate(os.path.join(out, "untrained"), allow_untrained=True)
   run_pretraining(PretrainingOptions(input_file=",".join(shards[:-1]), do_train=True, **common),
                   history=history)
   return before, evaluate(common["output_dir"])

@@ -27,6 +27,7 @@ classification data: data/reading.py) naming the file and its 1-based line; a mi
 FileNotFoundError naming the split's flag and path.
 """
 
+import collections
 import dataclasses
 import json
 import logging
@@ -222,9 +223,30 @@ def _to_internal(path, examples, tag_scheme):
     try:
       example.tags = convert_tags(example.tags, scheme, "bio")
     except _SequenceError as e:
-      raise DataError(f"{path}, line {example.line_of(e.index)}: {e}") from None
+      where = f"line {example.line_of(e.index)}: {e}"
+      if tag_scheme != "auto" or scheme == "bio":
+        raise DataError(f"{path}, {where}") from None
+      # The tag that made `auto` pick the scheme may be the stray one, not the line it fails.
+      tag, line = _scheme_evidence(labeled, scheme)
+      raise DataError(
+          f"{path}, line {line}: tag {tag!r} made --tag_scheme=auto read this file as "
+          f"{scheme}, under which {where}. If {tag!r} is a stray tag, mend line {line}; "
+          "else give --tag_scheme") from None
     example.scheme = scheme
   return scheme
+
+
+def _scheme_evidence(examples, scheme):
+  """(tag, line) of the first tag for which `detect_scheme` picked `scheme` (not bio)."""
+  for example in examples:
+    previous = OUTSIDE
+    for i, tag in enumerate(example.tags):
+      prefix, kind = tag.partition("-")[0], tag[2:]
+      if ((scheme == "bmes" and prefix == "M") or (scheme == "bioes" and prefix in ("E", "S"))
+          or (scheme == "iob1" and prefix == "I" and previous[2:] != kind)):
+        return tag, example.line_of(i)
+      previous = tag
+  raise AssertionError(f"no tag of the examples makes them {scheme}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,13 +259,31 @@ def _conll_rows(path):
   Columns are [] for a blank line and None for a -DOCSTART- line; both end a sentence.
   Lines are split on spaces and tabs only, so a full-width space (U+3000) stays a token.
   """
+  rows = []
   with _open(path, newline="") as f:
-    for number, raw in enumerate(f, 1):
-      content = raw.rstrip("\r\n").strip(" \t")
-      if number == 1:
-        content = content.lstrip("\ufeff")
-      columns = _COLUMN_SEPARATOR.split(content) if content else []
-      yield number, raw, (None if columns[:1] == [_DOCSTART] else columns)
+    try:
+      for number, raw in enumerate(f, 1):
+        content = raw.rstrip("\r\n").strip(" \t")
+        if number == 1:
+          content = content.lstrip("\ufeff")
+        columns = _COLUMN_SEPARATOR.split(content) if content else []
+        rows.append((number, raw, None if columns[:1] == [_DOCSTART] else columns))
+    except UnicodeDecodeError:
+      raise _not_utf8(path) from None
+  return rows
+
+
+def _not_utf8(path):
+  """A DataError naming the first line of `path` that is not UTF-8, and its bad byte."""
+  with open(path, "rb") as f:
+    for number, line in enumerate(f, 1):
+      try:
+        line.decode("utf-8")
+      except UnicodeDecodeError as e:
+        return DataError(f"{path}, line {number}: byte 0x{line[e.start]:02x} at column "
+                         f"{e.start + 1} is not UTF-8 (convert the file, e.g. `iconv -f GBK "
+                         "-t UTF-8`)")
+  return DataError(f"{path}: not UTF-8")
 
 
 def _conll_sentences(rows):
@@ -260,13 +300,22 @@ def _conll_sentences(rows):
 
 
 def _conll_labeled(path, sentences):
-  """True when any token line has a tag column; then a line without one is an error."""
+  """True when any token line has a tag column; then every token line must have as many
+  columns as most of them: a line that lacks one (CoNLL-2003's NER column) would otherwise
+  give another column (its chunk tag) as the tag."""
   widths = [(n, len(c)) for s in sentences for n, c in s]
   if not any(w > 1 for _, w in widths):
     return False
   bare = next((n for n, w in widths if w == 1), None)
   if bare is not None:
     raise DataError(f"{path}, line {bare}: no tag column (other lines of the file have one)")
+  counts = collections.Counter(w for _, w in widths)
+  usual, lines = counts.most_common(1)[0]
+  odd = next(((n, w) for n, w in widths if w != usual), None)
+  if odd is not None:
+    raise DataError(f"{path}, line {odd[0]}: {odd[1]} columns, where {lines} of the file's "
+                    f"{len(widths)} token lines have {usual} (the tag is the last column, so a "
+                    "missing or extra column would give this line a wrong tag)")
   return True
 
 
@@ -368,10 +417,10 @@ def read_cluener(path):
     tags = None
     if "label" in row:
       tags = _cluener_tags(path, number, text, row["label"])
-    if text:
-      examples.append(NerExample(guid=row.get("id", len(examples)), words=list(text),
-                                 tags=tags, source=(path, number), text=text,
-                                 offsets=list(range(len(text)))))
+    # A row without text is kept (no words): its submission line must still be written.
+    examples.append(NerExample(guid=row.get("id", len(examples)), words=list(text),
+                               tags=tags, source=(path, number), text=text,
+                               offsets=list(range(len(text)))))
   _check_all_or_none_labeled(path, flags)
   return examples
 
@@ -448,9 +497,9 @@ def read_jsonl(path, tag_scheme="auto"):
       _check_strings(path, number, "tags", tags)
       if len(tags) != len(tokens):
         raise DataError(f"{path}, line {number}: {len(tokens)} tokens but {len(tags)} tags")
-    if tokens:
-      examples.append(NerExample(guid=row.get("id", len(examples)), words=tokens, tags=tags,
-                                 source=(path, number)))
+    # A row without tokens is kept (no words): its predictions line must still be written.
+    examples.append(NerExample(guid=row.get("id", len(examples)), words=tokens, tags=tags,
+                               source=(path, number)))
   _check_all_or_none_labeled(path, flags)
   _to_internal(path, examples, tag_scheme)
   return examples
@@ -500,18 +549,50 @@ def label_list(examples, given=None):
 
   From `given` (`--labels`: a list or comma-separated string of tags in any scheme, or of
   bare types; their order is kept, so label ids stay stable across runs), else the types of
-  the training `examples`, sorted.
+  the training `examples`, sorted. A `given` list that is already a whole BIO tag set (O, and
+  B- and I- of each type, each once) is kept exactly as it is, in its order: the output order
+  of a tagger trained elsewhere (a Hugging Face folder without `id2label`).
   """
   if given is not None:
+    if isinstance(given, str):
+      given = [g.strip() for g in given.split(",") if g.strip()]
+    if is_tag_set(given):
+      return list(given)
     types = _given_types(given)
   else:
     types = sorted({t[2:] for e in examples if e.tags for t in e.tags if t != OUTSIDE})
   return [OUTSIDE] + [f"{p}-{kind}" for kind in types for p in ("B", "I")]
 
 
+def is_tag_set(labels):
+  """Whether `labels` are a model's BIO tags: O once, and B-TYPE and I-TYPE of each type."""
+  labels = list(labels)
+  if len(set(labels)) != len(labels) or labels.count(OUTSIDE) != 1:
+    return False
+  types = collections.Counter()
+  for label in labels:
+    if label == OUTSIDE:
+      continue
+    prefix, dash, kind = str(label).partition("-")
+    if not (prefix in ("B", "I") and dash and kind):
+      return False
+    types[kind] += 1
+  return all(n == 2 for n in types.values())
+
+
+def check_tag_set(labels, source):
+  """Refuses `labels` that are not BIO tag names (transformers' LABEL_0 .. LABEL_8, which a
+  Hugging Face folder without `id2label` gives): a tagger reads entity types and the O tag
+  from the names, and would otherwise serve garbled types with O counted as an entity."""
+  if not is_tag_set(labels):
+    shown = ", ".join(map(str, labels[:6])) + (", ..." if len(labels) > 6 else "")
+    raise ValueError(
+        f"{source}: the labels [{shown}] are not a tagger's BIO tags (O, and B-TYPE and I-TYPE "
+        "of each type): entities cannot be read from them. Give --labels with the tag of each "
+        f"of the model's {len(labels)} outputs in order (e.g. --labels=O,B-PER,I-PER,...)")
+
+
 def _given_types(given):
-  if isinstance(given, str):
-    given = [g.strip() for g in given.split(",") if g.strip()]
   types = []
   for label in given:
     if label == OUTSIDE:
@@ -523,15 +604,15 @@ def _given_types(given):
   return types
 
 
-def check_labels(examples, labels, path=None):
-  """Raises DataError naming the file, line and tag of the first tag not in `labels`."""
+def check_labels(examples, labels, path=None, source="the training file, or --labels"):
+  """Raises DataError naming the file, line and tag of the first tag not in `labels`
+  (`source` says where the labels came from)."""
   known = set(labels)
   for example in examples:
     for i, tag in enumerate(example.tags or ()):
       if tag not in known:
         raise DataError(f"{path or example.source[0]}, line {example.line_of(i)}: tag "
-                           f"{tag!r} is not among the labels {list(labels)} (from the "
-                           f"training file, or --labels)")
+                        f"{tag!r} is not among the labels {list(labels)} (from {source})")
 
 
 # ---------------------------------------------------------------------------------------------

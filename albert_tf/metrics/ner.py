@@ -11,8 +11,9 @@ An entity is a maximal chunk under conlleval's `startOfChunk` / `endOfChunk` rul
 each tag against the one before it. They are lenient on purpose, so that a model's invalid
 output still scores the way the CoNLL shared tasks scored it: an `I-X` after `O`, after an
 entity of another type or after an `E-`/`S-` starts a new chunk; `B-` and `S-` always start
-one; a change of type ends one; `E-` and `S-` end one. Tags in IOB2 (BIO) and IOBES (BIOES)
-are read by the same rules, so predictions in either scheme are scored against gold in either.
+one; a change of type ends one; `E-` and `S-` end one. Tags in IOB2 (BIO), IOBES (BIOES) and
+BMES (whose `M-` is BIOES's `I-`, as in MSRA / SIGHAN files) are read by the same rules, so
+predictions in any of them are scored against gold in any.
 (seqeval's `mode="strict"` instead drops chunks that are invalid in one scheme; we follow the
 default, which is what papers report on CoNLL-2003.)
 
@@ -25,17 +26,18 @@ tools print them.
 
 import collections
 
-_PREFIXES = ("B", "I", "E", "S")
+# BMES's M- (middle) is BIOES's I- (inside).
+_PREFIXES = {"B": "B", "I": "I", "M": "I", "E": "E", "S": "S"}
 
 
 def _split_tag(tag):
-  """"B-PER" -> ("B", "PER"); "O" -> ("O", "")."""
+  """"B-PER" -> ("B", "PER"); "M-PER" -> ("I", "PER"); "O" -> ("O", "")."""
   if tag == "O":
     return "O", ""
   prefix, dash, entity_type = tag.partition("-")
   if prefix not in _PREFIXES or not dash or not entity_type:
-    raise ValueError(f"tag {tag!r} is neither 'O' nor B-/I-/E-/S- followed by a type")
-  return prefix, entity_type
+    raise ValueError(f"tag {tag!r} is neither 'O' nor B-/I-/M-/E-/S- followed by a type")
+  return _PREFIXES[prefix], entity_type
 
 
 def _chunk_boundary(previous, current):

@@ -133,10 +133,12 @@ class FineTuningTask(Task):
       start = distillation.checkpoint_of(self.distill.teacher_checkpoint)
       logger.info("The student starts from the teacher's weights: %s", start)
     if start:
-      logger.info(load_checkpoint(model, start).summary())
-    else:
-      logger.warning("no --init_checkpoint or --albert_hub_module_handle: training from "
-                     "random weights")
+      report = load_checkpoint(model, start)
+      logger.info(report.summary())
+      return report
+    logger.warning("no --init_checkpoint or --albert_hub_module_handle: starting from random "
+                   "weights")
+    return None
 
 
 def check_export_dir(export_dir):

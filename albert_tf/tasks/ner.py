@@ -99,11 +99,12 @@ class NerTask(FineTuningTask):
     if (o.do_train or o.do_eval or o.do_predict) and not (
         o.data_dir or o.train_file or o.dev_file or o.test_file):
       raise ValueError("--data_dir or --train_file / --dev_file / --test_file is needed")
-    self.labels = self._labels()
+    self.labels, self.labels_source = self._labels()
     super().__init__(options, o.train_step, o.warmup_step)
-    for split in ("dev", "test"):
-      if getattr(o, {"dev": "do_eval", "test": "do_predict"}[split]):
-        ner_data.check_labels(self.examples(split), self.labels, self.path(split))
+    for split, flag in (("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict")):
+      if getattr(o, flag):
+        ner_data.check_labels(self.examples(split), self.labels, self.path(split),
+                              self.labels_source)
 
   def path(self, split):
     o = self.options
@@ -113,26 +114,35 @@ class NerTask(FineTuningTask):
   def read_examples(self, split):
     path = self.path(split)
     examples = ner_data.read_examples(self.options.data_format, path, self.options.tag_scheme)
-    if not examples:
+    if not any(e.words for e in examples):
       raise ValueError(f"{path} holds no sentences")
     if split == "train" and any(e.tags is None for e in examples):
       raise ValueError(f"{path}: the training file has sentences without tags")
     return examples
 
   def _labels(self):
-    """The tag set: --labels, else the one this output_dir trained with, else the training
-    file's, else the dev / test file's."""
+    """(the tag set, where it came from): --labels, else the one this output_dir trained with,
+    else the training file's, else the dev / test file's. Names that are not BIO tags
+    (LABEL_0 .. of a Hugging Face folder without `id2label`) are refused unless --labels
+    names the outputs; --labels that contradict a trained model's tags are refused."""
     o = self.options
+    saved = self._saved_flags().get("labels")
+    saved_source = os.path.join(o.output_dir, MODEL_FLAGS_NAME)
     if o.labels:
-      return ner_data.label_list([], given=list(o.labels))
-    labels = self._saved_flags().get("labels")
-    if labels:
-      return labels
+      labels = ner_data.label_list([], given=list(o.labels))
+      if saved and labels != saved and (ner_data.is_tag_set(saved) or len(saved) != len(labels)):
+        raise ValueError(f"--labels={','.join(labels)} contradict the {len(saved)} labels "
+                         f"{saved} of the model trained in {o.output_dir} ({saved_source}): "
+                         "leave out --labels, or use another --output_dir")
+      return labels, "--labels"
+    if saved:
+      ner_data.check_tag_set(saved, saved_source)
+      return saved, saved_source
     for split, flag in (("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict")):
       if getattr(o, flag):
         examples = [e for e in self.examples(split) if e.tags is not None]
         if examples:
-          return ner_data.label_list(examples)
+          return ner_data.label_list(examples), f"the {split} file's tags"
     raise ValueError("no tag set: give --labels, or a training or tagged dev file")
 
   def _saved_flags(self):
@@ -146,11 +156,18 @@ class NerTask(FineTuningTask):
   def word_split(self):
     """How raw text is cut into words for the export: --word_split, else the trained run's,
     else `characters` for CLUENER or data whose words are all one character, else
-    `whitespace`."""
+    `whitespace`. A --word_split that contradicts the trained run or the data is refused: a
+    model trained on characters that is served whitespace-separated runs tags whole
+    sentences as one word."""
     o = self.options
-    if o.word_split != "auto":
-      return o.word_split
     saved = self._saved_flags().get("word_split")
+    if o.word_split != "auto":
+      if saved and saved != o.word_split:
+        raise ValueError(
+            f"--word_split={o.word_split} contradicts the model trained in {o.output_dir}, "
+            f"whose words were cut by {saved} ({MODEL_FLAGS_NAME}): leave out --word_split")
+      self._check_word_split(o.word_split)
+      return o.word_split
     if saved:
       return saved
     if o.data_format == "cluener":
@@ -163,13 +180,41 @@ class NerTask(FineTuningTask):
                    "at whitespace (give --word_split=characters for one word per character)")
     return "whitespace"
 
+  def _check_word_split(self, word_split):
+    """Refuses `word_split` when the run's data says otherwise: `characters` with a word of
+    several characters, `whitespace` with only one-character words (per-character Chinese)."""
+    o = self.options
+    for split, flag in (("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict")):
+      if not getattr(o, flag):
+        continue
+      examples = self.examples(split)
+      if word_split == "characters":
+        for example in examples:
+          for i, word in enumerate(example.words):
+            if len(word) > 1:
+              raise ValueError(
+                  f"--word_split=characters contradicts {self.path(split)}, line "
+                  f"{example.line_of(i)}: its word {word!r} has {len(word)} characters, so the "
+                  "model reads words, not characters; use --word_split=whitespace (or leave "
+                  "it out)")
+      elif all(len(w) == 1 for e in examples for w in e.words) and any(
+          e.words for e in examples):
+        raise ValueError(
+            f"--word_split=whitespace contradicts {self.path(split)}: its words are all single "
+            "characters, so the model reads one word per character, and the export would tag "
+            "each whitespace-separated run of text (a whole Chinese sentence) as one word; use "
+            "--word_split=characters (or leave it out)")
+
   def build_model(self):
     return AlbertTokenClassifier(self.config, self.labels, use_crf=self.options.use_crf,
                                  dropout_rate=self.options.dropout_prob)
 
   def model_flags(self):
-    flags = {"task_name": "ner", "labels": list(self.labels), "use_crf": self.options.use_crf}
     saved = self._saved_flags()
+    labels = list(self.labels)
+    if saved.get("labels") and not ner_data.is_tag_set(saved["labels"]):
+      labels = saved["labels"]  # --labels names the outputs of a converted model: same model
+    flags = {"task_name": "ner", "labels": labels, "use_crf": self.options.use_crf}
     if self.options.do_train or "word_split" in saved or not saved:
       flags["word_split"] = self.word_split()
     return flags

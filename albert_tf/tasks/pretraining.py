@@ -156,10 +156,12 @@ class PretrainingTask(Task):
     return AlbertPretrainer(self.config)
 
   def initialize(self, model):
-    if self.options.init_checkpoint:
-      report = load_checkpoint(model, self.options.init_checkpoint,
-                               init_from_group0=self.options.init_from_group0)
-      logger.info(report.summary())
+    if not self.options.init_checkpoint:
+      return None
+    report = load_checkpoint(model, self.options.init_checkpoint,
+                             init_from_group0=self.options.init_from_group0)
+    logger.info(report.summary())
+    return report
 
   # --- training -----------------------------------------------------------------------------
   def schedule(self):

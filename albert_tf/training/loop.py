@@ -25,6 +25,7 @@ cannot. Checkpoints are written by a train action through the guards (orbit's
 single machine get SIGTERM and expect 0).
 """
 
+import functools
 import logging
 import math
 import os
@@ -89,6 +90,9 @@ class TrainingLoop(orbit.AbstractTrainer):
         self.checkpoint, self.write_dir, max_to_keep=o.keep_checkpoint_max,
         step_counter=self.optimizer.iterations, checkpoint_name="ckpt")
     self._restored = False
+    # Why the weights are not a trained model's (no checkpoint resumed, starting weights that
+    # leave some part random), or None: set by `restore_or_initialize`.
+    self.untrained = None
     self._stop = tf.Variable(False, trainable=False, name="stop_requested")
 
   @property
@@ -96,18 +100,22 @@ class TrainingLoop(orbit.AbstractTrainer):
     return int(self.optimizer.iterations.numpy())
 
   # --- starting point -----------------------------------------------------------------------
-  def restore_or_initialize(self):
+  def restore_or_initialize(self, check_start=None):
     """Resumes from the latest checkpoint of the output folder (its config checked first),
-    else loads the task's starting weights. Returns the checkpoint resumed from, or None."""
+    else loads the task's starting weights, calls `check_start()` (which may refuse them:
+    `untrained` says why they are no trained model) and saves the run's config. Returns the
+    checkpoint resumed from, or None."""
     if self._restored is not False:
       return self._restored
     task = self.task
     latest = self.manager.latest_checkpoint
     recovery.remove_stale_temp_checkpoints(self.write_dir)
     config, config_file = task.model_config()
-    recovery.check_run_config(self.write_dir, config, config_file, resuming=latest is not None,
-                              model_flags=task.model_flags())
+    save_config = functools.partial(recovery.check_run_config, self.write_dir, config,
+                                    config_file, resuming=latest is not None,
+                                    model_flags=task.model_flags())
     if latest:
+      save_config()
       try:
         status = self._restorable(latest).restore(latest)
       except (tf.errors.OpError, IndexError) as e:  # TensorFlow's reader on damaged files
@@ -118,7 +126,10 @@ class TrainingLoop(orbit.AbstractTrainer):
       logger.info("Resumed from %s at step %d", latest, self.global_step)
       self._check_step_budget(latest)
     else:
-      task.initialize(self.model)
+      self.untrained = _untrained(self.model, task.initialize(self.model))
+      if check_start is not None:
+        check_start()
+      save_config()  # after the start was accepted: a refused run leaves its folder as it was
     self._restored = latest
     return latest
 
@@ -311,3 +322,17 @@ def _write_dir(output_dir, strategy):
   path = os.path.join(output_dir, "workers", f"{task_type}_{task_id}")
   tf.io.gfile.makedirs(path)
   return path
+
+
+def _untrained(model, report):
+  """Why `model`, started from `report` (a LoadReport, or None: nothing loaded), is not a
+  trained model; None when every trainable weight came from the starting checkpoint."""
+  if report is None:
+    return "no starting weights were given (--init_checkpoint): every weight is random"
+  assigned = {v.ref() for v in report.assigned}
+  random_weights = [v.name for v in model.trainable_variables if v.ref() not in assigned]
+  if not random_weights:
+    return None
+  shown = ", ".join(random_weights[:3]) + (", ..." if len(random_weights) > 3 else "")
+  return (f"{report.path} leaves {len(random_weights)} of the model's weights random (a head "
+          f"trained on nothing: {shown})")

@@ -46,6 +46,10 @@ class TrainingOptions:
   seed: int = option(None, "Seed of the initial weights, dropout and input shuffling: the same "
                      "seed repeats a run on the same machine.", bound=">= 0")
   log_every_seconds: float = option(10.0, "Seconds between progress lines.", bound=">= 0")
+  allow_untrained: bool = option(
+      False, "Evaluate, predict or export without a trained model (no checkpoint in "
+      "--output_dir, and no starting weights for every part, a task's head included): the "
+      "outputs then come from random weights.")
   checkpoint_input_pipeline: bool = option(
       True, "Save the input position in checkpoints (one device / mirrored), so a resumed run "
       "reads exactly the batches an uninterrupted run would.")

@@ -42,7 +42,7 @@ class Run:
     """Resumes or starts, then trains, evaluates and predicts as the flags ask; returns
     (train results, dev results, predictions), None for a phase not run."""
     o = self.task.options
-    self.loop.restore_or_initialize()
+    self.loop.restore_or_initialize(check_start=self.check_trained)
     trained = evaluated = predicted = None
     if getattr(o, "do_train", False):
       trained = self.train(history)
@@ -53,6 +53,23 @@ class Run:
       with sigterm_raises("the prediction"):
         predicted = self.predict()
     return trained, evaluated, predicted
+
+  def check_trained(self):
+    """Refuses to evaluate, predict or export without training when the weights are not a
+    trained model's (no checkpoint in output_dir; starting weights that leave a part random),
+    unless --allow_untrained: such outputs look like results and mean nothing."""
+    o = self.task.options
+    if getattr(o, "do_train", False) or getattr(o, "allow_untrained", False):
+      return
+    asked = [f"--{flag}" for flag in ("do_eval", "do_predict", "export_dir")
+             if getattr(o, flag, None)]
+    reason = self.loop.untrained
+    if not asked or reason is None:
+      return
+    raise ValueError(
+        f"{' and '.join(asked)} without --do_train need a trained model: {o.output_dir} holds "
+        f"no checkpoint, and {reason}. Point --output_dir at the run that trained it, train "
+        "it (--do_train), or give --allow_untrained to use these weights anyway")
 
   # --- the phases -----------------------------------------------------------------------------
   def train(self, history=None):

@@ -52,7 +52,10 @@ class Task:
     raise NotImplementedError
 
   def initialize(self, model):
-    """Loads the starting weights when there is no checkpoint to resume."""
+    """Loads the starting weights when there is no checkpoint to resume; returns the
+    `LoadReport` of what was loaded, or None when nothing was (random weights)."""
+    del model
+    return None
 
   def checkpoint_items(self):
     """Trackables trained besides the model (saved and restored with it), built by
