@@ -195,8 +195,8 @@ def create_pretraining_data(input_files, output_files, options, beam_pipeline_op
   beam = _beam()
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
   output_files = [str(p) for p in output_files]
-  segmentation = create.check_job(input_files, output_files, options)
   metadata_file = metadata_file or create.metadata_path(output_files)
+  segmentation = create.check_job(input_files, output_files, options, metadata_file)
   create.remove_leftovers(output_files, metadata_file)
   args = shlex.split(beam_pipeline_options or "")
   pipeline_options = PipelineOptions(args)
