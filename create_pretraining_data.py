@@ -12,22 +12,23 @@ Chinese (albert_zh) with whole-word masking of jieba words:
       --vocab_file=albert_zh/vocab.txt --word_segmentation=jieba
 
 On a cluster (or with Beam's DirectRunner on this machine), the same shards come from an Apache
-Beam pipeline when --beam_pipeline_options is given (albert_tf/data/beam_pipeline.py):
+Beam pipeline when --beam_pipeline_options is given (albert_tf/data/pretraining/beam_pipeline.py):
 
   python create_pretraining_data.py --input_file='gs://bucket/corpus/*.txt' \
       --output_file=gs://bucket/data/train-0.tfrecord,gs://bucket/data/train-1.tfrecord \
       --spm_model_file=30k-clean.model \
       --beam_pipeline_options="--runner=DataflowRunner --project=P --region=R ..."
 
-SIGINT (Ctrl-C) or SIGTERM stops the workers at once and removes the temporary shards, with
-exit status 130 or 143 (128 + the signal): nothing is written under the output names until the
-whole job has succeeded. A rerun removes what a run killed outright (SIGKILL) left.
+SIGINT (Ctrl-C) or SIGTERM stops the workers at once (Beam's DirectRunner's too) and removes the
+temporary shards, with exit status 130 or 143 (128 + the signal): nothing is written under the
+output names until the whole job has succeeded. A rerun removes what a run killed outright
+(SIGKILL) left. Either path refuses a job that cannot finish (bad --beam_pipeline_options, a
+missing or read-only output folder) in one line before any work.
 """
 
 import dataclasses
 import logging
 import signal
-import shlex
 import sys
 
 from absl import app
@@ -71,17 +72,14 @@ def main(argv):
     outputs = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
     if FLAGS.beam_pipeline_options is not None:
       from albert_tf.data.pretraining import beam_pipeline  # pylint: disable=g-import-not-at-top
-      beam_options = FLAGS.beam_pipeline_options
-      if FLAGS.verbosity < 1:
+      quiet = FLAGS.verbosity < 1
+      if quiet:
         # Beam logs its workers' start and stop at INFO, and the runner echoes each line: keep
         # its warnings and our progress (per block), unless asked otherwise.
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
-        if "sdk_harness_log_level" not in beam_options:
-          beam_options += (" --default_sdk_harness_log_level=WARNING "
-                           + shlex.quote('--sdk_harness_log_level_overrides={"albert_tf": '
-                                         '"INFO"}'))
       beam_pipeline.create_pretraining_data(inputs, outputs, options,
-                                            beam_options, FLAGS.metadata_file)
+                                            FLAGS.beam_pipeline_options, FLAGS.metadata_file,
+                                            quiet_workers=quiet)
     else:
       create_pretraining_data(inputs, outputs, options, FLAGS.metadata_file)
   except (OSError, ValueError, LookupError) as e:

@@ -23,22 +23,34 @@ Scale: a worker holds one file's reader and a block or two at a time; the only s
 blocks' text (to spread one large file over many workers) and the records into their shards
 (what writing shards needs). Each shard is written to `<shard>.tmp-<8 hex>` and every one is
 renamed to its final name only in the last step, after all were written, with the metadata JSON
-last; a failed or cancelled job leaves no file under a final name (a rerun of the local path or
-of this pipeline removes the temporary ones). Paths may be on any TensorFlow file system
-(`gs://...`): files are read and written through `tf.io.gfile` when they have a scheme.
+last; a failed or stopped job leaves no file under a final name, and removes its temporary ones
+(a rerun of either path removes those of a job killed outright).
+
+Faults, as the local path: the options (`pipeline_options`), inputs, vocabulary and output
+folders are checked in this process before the pipeline starts (`create.check_job`), so a job
+that cannot finish fails in one line, not in its workers. SIGTERM or SIGINT ends the
+DirectRunner's worker processes (a remote runner's job is cancelled), removes the temporary
+files and raises `create.Interrupted`, which the script turns into exit status 143 / 130.
+
+Paths may be on any TensorFlow file system (`gs://...`): files are read and written through
+`tf.io.gfile` when they have a scheme.
 
 Progress: Beam's counters (`albert_tf` namespace: files, blocks, documents, instances, bytes)
 show in the runner's UI (Dataflow's job page); each worker logs each block it finishes.
 """
 
+import argparse
 import collections
 import json
 import logging
 import shlex
+import signal
+import threading
 import time
 import typing
 
 from albert_tf import files
+from albert_tf import signals
 from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import create
 
@@ -187,25 +199,138 @@ def _build(pipeline, input_files, output_files, options, metadata_file, segmenta
                                  beam.pvalue.AsSingleton(reports)))
 
 
+# Beam's own chatter about its workers, for a job run from the command line: warnings, and our
+# progress lines (one per block).
+QUIET_WORKERS = ["--default_sdk_harness_log_level=WARNING",
+                 '--sdk_harness_log_level_overrides={"albert_tf": "INFO"}']
+
+
+def pipeline_options(beam_pipeline_options, extra_args=()):
+  """(PipelineOptions, runner) from the flag's string, then `extra_args` (ours); or a ValueError
+  naming --beam_pipeline_options and what is wrong: a string shlex cannot split (an unbalanced
+  quote), a runner Beam does not know, an option that no Beam options class of that runner
+  defines, a value its option refuses. Beam itself would warn and drop an unknown option (a
+  typo then runs with the default) and exit the process on a bad value.
+
+    options, runner = pipeline_options("--runner=DirectRunner --direct_num_workers=2")
+  """
+  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
+  from apache_beam.runners import runner as beam_runners  # pylint: disable=import-outside-toplevel
+  text = beam_pipeline_options or ""
+
+  def fail(why):
+    raise ValueError(f"--beam_pipeline_options={text!r}: {why}")
+
+  try:
+    args = shlex.split(text)
+  except ValueError as e:
+    fail(f"cannot split it into options ({e})")
+  runner_parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+  runner_parser.add_argument("--runner", default="DirectRunner")
+  runner_parser.error = fail  # argparse would print its usage and exit
+  runner_name = runner_parser.parse_known_args(args)[0].runner
+  try:
+    # Imports the runner's module, which defines its options (--flink_master, ...).
+    runner = beam_runners.create_runner(runner_name)
+  except (ValueError, ImportError) as e:
+    fail(files.cause(e))
+
+  def refuse_unknown(parser):
+    # Beam's parser, with every options class it knows now: parse before it drops the unknown.
+    parser.error = fail
+    unknown = parser.parse_known_args(args)[1]
+    if unknown:
+      fail(f"{' '.join(unknown)} is no option of Apache Beam's {runner_name} (a typo?)")
+
+  PipelineOptions(args).get_all_options(add_extra_args_fn=refuse_unknown)
+  return PipelineOptions(args + list(extra_args)), runner
+
+
+def _cancel(result):
+  """Cancels a remote runner's job; the DirectRunner's ended with its workers."""
+  try:
+    result.cancel()
+  except Exception:  # pylint: disable=broad-except  (best effort while stopping)
+    pass
+
+
+class _Stop:
+  """What SIGTERM or SIGINT does first, before the error unwinds the job: the worker processes
+  that the job started end (they would write on, and print their lost connections'
+  tracebacks), and Beam, whose workers are gone, keeps quiet in this process (its logs and its
+  threads' errors) until `restore`. Remembers the signal: Beam may wrap the error it raises."""
+
+  def __init__(self):
+    self.signal_number = None
+    self._spared = set(signals.descendants())  # not the job's: there before it
+    self._excepthook = threading.excepthook
+    self._beam_logger = logging.getLogger("apache_beam")
+    self._level = self._beam_logger.level
+
+  def __call__(self, signal_number):
+    self.signal_number = signal_number
+    self._beam_logger.setLevel(logging.CRITICAL + 1)
+    threading.excepthook = lambda args: None
+    signals.stop_descendants(spared=self._spared)
+
+  def restore(self):
+    threading.excepthook = self._excepthook
+    self._beam_logger.setLevel(self._level)
+
+
+def _remove_temporaries(output_files, metadata_file):
+  """Removes this job's temporary shards and metadata (the start removed older ones)."""
+  temporaries = [t for path in output_files + [metadata_file]
+                 for t in files.temporary_siblings(path)]
+  for path in temporaries:
+    files.remove_quietly(path)
+  return temporaries
+
+
 def create_pretraining_data(input_files, output_files, options, beam_pipeline_options,
-                            metadata_file=None):
+                            metadata_file=None, quiet_workers=False):
   """Runs the job as a Beam pipeline with `beam_pipeline_options` (Beam's own flags, one
   string, e.g. "--runner=DataflowRunner --project=... --region=... --temp_location=gs://...");
-  returns the metadata dict written beside the shards, as the local path does."""
+  returns the metadata dict written beside the shards, as the local path does.
+
+  Everything the local path checks is checked first, in this process, and so are the options
+  (`pipeline_options`). SIGTERM or SIGINT stops the job as the local path does: the
+  DirectRunner's worker processes end (a remote runner's job is cancelled), the temporary
+  shards and metadata are removed, and `create.Interrupted` is raised. `quiet_workers` keeps
+  the workers' logs to warnings and our progress (unless the options set their log level).
+  """
   beam = _beam()
-  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
   output_files = [str(p) for p in output_files]
-  segmentation = create.check_job(input_files, output_files, options)
   metadata_file = metadata_file or create.metadata_path(output_files)
+  quiet = quiet_workers and "sdk_harness_log_level" not in (beam_pipeline_options or "")
+  pipeline_args, runner = pipeline_options(beam_pipeline_options, QUIET_WORKERS if quiet else ())
+  segmentation = create.check_job(input_files, output_files, options, metadata_file)
   create.remove_leftovers(output_files, metadata_file)
-  args = shlex.split(beam_pipeline_options or "")
-  pipeline_options = PipelineOptions(args)
-  runner = " ".join(args)
+  description = beam_pipeline_options or ""
   started = time.time()
-  logger.info("Beam pipeline (%s): %d input files -> %d shards", runner or "DirectRunner",
+  logger.info("Beam pipeline (%s): %d input files -> %d shards", description or "DirectRunner",
               len(input_files), len(output_files))
-  with beam.Pipeline(options=pipeline_options) as pipeline:
-    _build(pipeline, list(input_files), output_files, options, metadata_file, segmentation,
-           runner, started)
+  pipeline = beam.Pipeline(runner=runner, options=pipeline_args)
+  stop = _Stop()
+  # The clean-up below stays inside: a second SIGTERM or Ctrl-C does not cut it short.
+  with signals.raising_on_stop(create.Interrupted, first=stop):
+    try:
+      with pipeline:  # runs it when the block ends
+        _build(pipeline, list(input_files), output_files, options, metadata_file,
+               segmentation, description, started)
+    except BaseException as e:
+      signal_number = stop.signal_number or (signal.SIGINT if isinstance(e, KeyboardInterrupt)
+                                             else None)
+      if signal_number and getattr(pipeline, "result", None) is not None:
+        _cancel(pipeline.result)
+      removed = _remove_temporaries(output_files, metadata_file)
+      if not signal_number:
+        raise
+      interrupted = create.Interrupted(signal_number)
+      logger.warning("%s: the workers are stopped and the temporary shards removed (%d); "
+                     "nothing was written under the output names", interrupted, len(removed))
+      raise interrupted from None  # what Beam made of it (in_memory, a RuntimeError) is noise
+    finally:
+      stop.restore()
   with files.open_file(metadata_file, "rb") as f:
     return json.loads(f.read().decode("utf-8"))

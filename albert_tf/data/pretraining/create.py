@@ -177,7 +177,10 @@ def expand_input_files(patterns):
 
 
 def metadata_path(output_files):
-  """The JSON beside the shards: their common prefix (e.g. `train-*.tfrecord` -> `train.json`)."""
+  """The JSON beside the shards: their common prefix (e.g. `train-*.tfrecord` -> `train.json`);
+  None for no shards (which `check_job` refuses)."""
+  if not output_files:
+    return None
   if len(output_files) == 1:
     return output_files[0] + ".json"
   prefix = os.path.commonprefix(output_files).rstrip("-_.0123456789")
@@ -530,9 +533,10 @@ def remove_leftovers(output_files, metadata_file):
   return files.remove_interrupted(paths=list(output_files) + [metadata_file])
 
 
-def check_job(input_files, output_files, options):
-  """The checks both the local path and the Beam pipeline make before reading anything;
-  returns the word segmentation's metadata."""
+def check_job(input_files, output_files, options, metadata_file):
+  """The checks both the local path and the Beam pipeline make before reading anything (so a
+  job that cannot finish fails in one line, not after its work); returns the word
+  segmentation's metadata."""
   options.validate()
   if not output_files:
     raise ValueError("--output_file names no files")
@@ -557,7 +561,37 @@ def check_job(input_files, output_files, options):
       raise ValueError(f"--word_segmentation=jieba needs the jieba package ({e}); "
                        "pip install -r requirements.txt") from e
     segmentation = chinese.segmentation_metadata()
+  check_files(input_files, output_files, metadata_file)
   return segmentation
+
+
+def check_files(input_files, output_files, metadata_file):
+  """Refuses, naming the flag and the path, what would otherwise fail only when a worker
+  reads or a shard is written: an input that is not a file, a shard or metadata path that is
+  a folder, a shard's folder that does not exist, a folder that cannot be written (probed by
+  `files.check_writable`). The metadata's folder is created, as writing it would.
+
+    check_files(["corpus.txt"], ["out/a.tfrecord"], "out/a.json")  # FileNotFoundError if no out/
+  """
+  for path in input_files:
+    if not files.is_remote(path) and not os.path.isfile(path):
+      raise FileNotFoundError(f"--input_file: no such file: {path}")
+  if metadata_file in output_files:
+    raise ValueError(f"--metadata_file={metadata_file} is also an --output_file shard")
+  probed = set()
+  for flag, path in [("--output_file", p) for p in output_files] + [("--metadata_file",
+                                                                    metadata_file)]:
+    folder = os.path.dirname(path.rstrip("/")) or "."
+    # A shard's folder must be there (the local writer's rule); per-shard look-ups on an object
+    # store would cost a request each, and its "folders" exist once written to.
+    if not files.is_remote(path):
+      if os.path.isdir(path):
+        raise IsADirectoryError(f"{flag}={path} is a folder, not a file")
+      if flag == "--output_file" and not os.path.isdir(folder):
+        raise FileNotFoundError(f"{flag}: output folder does not exist: {folder} (for {path})")
+    if folder not in probed:
+      files.check_writable(folder, flag=f"{flag}'s folder")
+      probed.add(folder)
 
 
 def build_metadata(options, input_files, output_files, counts, totals, report, elapsed):
@@ -622,9 +656,9 @@ def no_instances_error(input_files):
 def create_pretraining_data(input_files, output_files, options, metadata_file=None):
   """Runs the whole job; returns the metadata dict also written to `metadata_file`."""
   output_files = [os.fspath(p) for p in output_files]
-  segmentation = check_job(input_files, output_files, options)
-  workers = options.num_workers or os.cpu_count() or 1
   metadata_file = metadata_file or metadata_path(output_files)
+  segmentation = check_job(input_files, output_files, options, metadata_file)
+  workers = options.num_workers or os.cpu_count() or 1
   remove_leftovers(output_files, metadata_file)
   report = ReadReport()
   totals = collections.Counter()
