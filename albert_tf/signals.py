@@ -21,21 +21,38 @@ import time
 def raising_on_sigterm(make_error):
   """While inside, SIGTERM raises `make_error(signal_number)` in the main thread. Elsewhere
   (a signal handler can only be set there), or when SIGTERM is ignored (nohup and the like),
-  nothing changes. Nests: the innermost one's error is raised."""
+  nothing changes. Nests: the innermost one's error is raised.
+
+  The error is raised wherever the main thread is, and code on the way may not pass it on:
+  a `__del__` that it interrupts drops it, and a library may turn it into an error of its
+  own. So the stop is kept: an error of another kind leaving the block after SIGTERM came
+  is raised as the stop's error (the other one its cause), and a block that finishes
+  anyway raises it at its end. Later SIGTERMs, while the first one's error unwinds, are
+  ignored, so the clean-up of temporary outputs is not cut short.
+  """
   if (threading.current_thread() is not threading.main_thread()
       or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
     yield
     return
+  received = []
 
   def stop(signum, frame):
     del frame
-    raise make_error(signum)
+    if not received:
+      received.append(make_error(signum))
+      raise received[0]
 
   previous_handler = signal.signal(signal.SIGTERM, stop)
   try:
     yield
+  except BaseException as e:  # pylint: disable=broad-except
+    if received and e is not received[0]:
+      raise received[0] from e  # the stop, turned into another error on the way
+    raise
   finally:
     signal.signal(signal.SIGTERM, previous_handler)
+  if received:
+    raise received[0]  # dropped on the way: the work finished whole, and the job stops
 
 
 @contextlib.contextmanager

@@ -13,12 +13,15 @@ import sys
 import time
 
 import pytest
+import tensorflow as tf
 
-from albert_tf.cli import quiet
+from albert_tf import files
+from albert_tf.cli import quiet, runs
 from albert_tf.cli.runs import run_classifier, run_race
 from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
 from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
 from albert_tf.tasks.race import RaceOptions
+from albert_tf.training.preemption import Preempted
 from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
@@ -128,6 +131,81 @@ def test_sigterm_during_the_export_exits_0_without_an_export_and_the_next_run_cl
   Run(ClassificationTask(opts(csv_task, out, do_predict=True, export_dir=str(export),
                               allow_untrained=True)))
   assert leftovers(tmp_path) == []
+
+
+def _sigterm():
+  os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at the next Python instruction
+
+
+def _at_entry(function):
+  def signalled(*args, **kwargs):
+    _sigterm()
+    return function(*args, **kwargs)
+  return signalled
+
+
+def _in_a_finalizer(function):
+  """SIGTERM inside a `__del__` (garbage collection is everywhere in an export), which drops
+  the error the handler raises there."""
+  class Finalized:
+    def __del__(self):
+      _sigterm()
+      sum(range(10))  # the handler runs here
+
+  def signalled(*args, **kwargs):
+    Finalized()  # collected at once
+    return function(*args, **kwargs)
+  return signalled
+
+
+def _turned_into_another_error(function):
+  """SIGTERM inside code that turns any error into one of its own, as a library may."""
+  def signalled(*args, **kwargs):
+    try:
+      _sigterm()
+      sum(range(10))
+    except BaseException:  # pylint: disable=broad-except
+      raise RuntimeError("a library's own error") from None
+    return function(*args, **kwargs)
+  return signalled
+
+
+def _once(function):
+  """`function`'s first call signalled, the others passed through (tf.identity, traced)."""
+  calls = []
+
+  def signalled(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 1:
+      _sigterm()
+    return function(*args, **kwargs)
+  return signalled
+
+
+@pytest.mark.parametrize("where, target, name, how", [
+    ("describing the export", ClassificationTask, "serving", _at_entry),
+    ("tracing the signatures", tf, "identity", _once),
+    ("in a finalizer, which drops the error", tf.saved_model, "save", _in_a_finalizer),
+    ("in code that turns it into its own error", files, "commit", _turned_into_another_error),
+    ("before the rename into place", files, "commit", _at_entry),
+])
+def test_sigterm_at_any_moment_of_the_export_stops_it_naming_the_signal(
+    csv_task, tmp_path, monkeypatch, where, target, name, how):
+  """In-process, at several points of `--export_dir`'s export: the job stops with the message
+  the scripts exit 0 on, and the export is there whole or not at all, nothing temporary left.
+  (A random model: what is exported does not matter here.)"""
+  del where
+  export = tmp_path / "serving"
+  task = ClassificationTask(opts(csv_task, tmp_path / "out", export_dir=str(export)))
+  model = task.build_model()
+  monkeypatch.setattr(target, name, how(getattr(target, name)))
+  with pytest.raises(Preempted, match=f"stopped by SIGTERM during the export to {export}"):
+    runs.export(task, model)
+  monkeypatch.undo()
+  assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+  assert leftovers(tmp_path) == []
+  if export.exists():  # the work had finished when the dropped stop was raised
+    assert (export / "saved_model.pb").is_file() and (export / "variables").is_dir()
 
 
 # --- checks that would only fail after training --------------------------------------------

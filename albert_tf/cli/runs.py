@@ -29,11 +29,17 @@ def run_task(task, strategy=None, history=None):
   exports (--export_dir); returns (train results, dev results, predictions)."""
   run = Run(task, strategy)
   outcome = run.run_phases(history)
-  export_dir = getattr(task.options, "export_dir", None)
-  if export_dir:
-    with sigterm_raises(f"the export to {export_dir}"):
-      export_task(task, run.loop.model)
+  if getattr(task.options, "export_dir", None):
+    export(task, run.loop.model)
   return outcome
+
+
+def export(task, model):
+  """--export_dir: the task's serving model of `model`. SIGTERM stops it at any moment with
+  `Preempted` naming the export (the scripts exit 0), and the export appears only whole."""
+  export_dir = task.options.export_dir
+  with sigterm_raises(f"the export to {export_dir}"):
+    return export_task(task, model)
 
 
 def run_pretraining(options, strategy=None, history=None):
