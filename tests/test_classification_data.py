@@ -307,6 +307,11 @@ def test_qqp_skips_rows_with_too_few_columns_as_the_original(tmp_path, caplog):
   examples = get_processor("qqp").get_train_examples(tmp_path)
   assert [e.guid for e in examples] == ["1", "3"]
   assert f"{path}: skipped 1 row(s)" in caplog.text and "[3]" in caplog.text
+  # A test row is never skipped: the submission needs a line for each.
+  test = _write(tmp_path, "test.tsv", ["id\tquestion1\tquestion2", "0\tA?\tB?", "1\tbroken"])
+  with pytest.raises(DataError,
+                     match=_at(test, ", line 3: expected at least 3 .* never skipped")):
+    get_processor("qqp").get_test_examples(tmp_path)
 
 
 # --- The generic csv task ---------------------------------------------------------------------

@@ -63,7 +63,8 @@ class DataProcessor:
   labels = None         # tuple of str; None for a regression task
   metric_names = ("accuracy",)
   splits = {}           # "train" / "dev" / "test" -> Split
-  # Rows with too few columns are errors, except where the original skips them (QQP).
+  # Rows with too few columns are errors, except where the original skips them (QQP's train
+  # and dev files; in a test file every row must have its line in the submission).
   skip_malformed_rows = False
   score_range = None    # (low, high) of a regression task's labels
   # The submission file of --do_predict: "glue" (<TASK>.tsv, write_glue_predictions) or
@@ -117,11 +118,13 @@ class DataProcessor:
       skipped = []
       for number, fields in rows:
         if len(fields) < split.min_columns:
-          if self.skip_malformed_rows:
+          if self.skip_malformed_rows and split_name != "test":
             skipped.append(number)
             continue
+          kept = " (a test row is never skipped: the submission needs a line for each)" if (
+              self.skip_malformed_rows) else ""
           raise DataError(f"{path}, line {number}: expected at least {split.min_columns} "
-                          f"tab-separated columns, found {len(fields)}")
+                          f"tab-separated columns, found {len(fields)}{kept}")
         examples.append(self._example(split_name, split, fields, offset + number - 1,
                                       path, number))
       if skipped:
