@@ -325,6 +325,8 @@ def test_duplicate_question_ids_of_a_predict_file_are_refused_before_any_model_w
     (dict(warmup_proportion=1.5), r"--warmup_proportion must be in \[0, 1\), got 1.5"),
     (dict(save_checkpoints_steps=0), "--save_checkpoints_steps must be >= 1, got 0"),
     (dict(max_seq_length=-1), "--max_seq_length must be >= 3, got -1"),
+    (dict(optimizer="sgd"), "--optimizer=sgd is not one of lamb, adamw"),
+    (dict(mixed_precision="fp16"), "--mixed_precision=fp16 is not one of .*"),
 ])
 def test_a_classifier_flag_value_that_cannot_mean_anything_is_refused_naming_it(
     tmp_path, options, message):

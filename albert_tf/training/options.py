@@ -66,7 +66,7 @@ def _allows(rule, value):
 
 def check_options(options):
   """Refuses option values that cannot mean anything (a batch of 0, negative steps, a student
-  of 0 layers), naming the flag and the rule, before any work: such a value is never replaced
+  of 0 layers, a value outside a flag's choices), naming the flag and the rule, before any work: such a value is never replaced
   by a default nor left to fail later under another name.
 
   The rules are the fields' bounds and the flags their names (`option_fields.option`); nested
@@ -74,9 +74,13 @@ def check_options(options):
   """
   for field in dataclasses.fields(options):
     value = getattr(options, field.name)
-    rule = declaration(type(options), field.name).get("bound")
+    declared = declaration(type(options), field.name)
+    rule, choices = declared.get("bound"), declared.get("choices")
     if rule and value is not None and not _allows(rule, value):
       raise ValueError(f"--{flag_name(type(options), field.name)} must be {rule}, got {value!r}")
+    if choices and value is not None and value not in choices:
+      raise ValueError(f"--{flag_name(type(options), field.name)}={value} is not one of "
+                       f"{', '.join(map(str, choices))}")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
       check_options(value)
 
