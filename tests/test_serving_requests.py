@@ -16,6 +16,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export.encoder import export_encoder
 from albert_tf.export.ner_serving import export_ner
+from albert_tf.export import requests
 from albert_tf.export.preprocessing import save_preprocessing_model
 from albert_tf.export.squad_serving import export_squad
 from albert_tf.modeling.squad import AlbertSquad
@@ -147,6 +148,25 @@ def test_an_empty_batch_gets_empty_outputs_both_ways(request, kind, signature):
     assert out["probabilities"].shape == (0, 4) and out["answer_index"].shape == (0,)
   if kind == "preprocessing":
     assert {k: v.shape for k, v in out.items()} == {k: (0, 8) for k in out}
+
+
+def test_a_declared_size_is_checked_and_the_declared_shape_is_static():
+  """`signature`'s rule on its own: a number in the declaration is a size the input must have
+  (the encoder exported with max_seq_length); the function sees the declared static shape."""
+  seen = []
+
+  @requests.signature(ids="int32 [batch, 4]")
+  def width(ids):
+    seen.append(ids.shape.as_list())
+    return tf.shape(ids)[1]
+
+  assert width(tf.zeros([2, 4], tf.int32)).numpy() == 4 and seen == [[None, 4]]
+  for shape in ([2, 3], [4], [1, 4, 1]):
+    rank = len(shape)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=rf"ids has rank {rank} \(shape \[{' '.join(map(str, shape))}\]\); "
+                             r"this signature takes int32 \[batch, 4\] \(rank 2\)"):
+      width(tf.zeros(shape, tf.int32))
 
 
 def test_the_signatures_walked_are_every_signature_of_every_export(request):

@@ -19,19 +19,18 @@ drops Assert ops: a compiled signature checks its request in a plain function ar
 compiled one (export/encoder.py).
 
 Rank and dtype come first. A loaded signature called eagerly does not check the shape of the
-tensors it is given (a [1, 1] tensor runs through a [None] signature), and a Session that is fed
-a tensor skips the placeholder's shape where the client does not check it (TF Serving's C++);
-an in-graph rank rule on an input of known rank is constant-folded away by grappler. So
-`signature` declares every input with an unknown rank (its SignatureDef shows `unknown_rank`
-and the dtype) and checks the declared rank (and any fixed size) in the graph before any other
-op reads the input: "text has rank 2 (shape [1 1]); this signature takes string [batch]
-(rank 1)". A dtype cannot be checked in the graph (a placeholder has one); a request of
-another dtype is refused by TensorFlow before any op runs, in its own words: eagerly "input
-#k(zero-based) was expected to be a string tensor but is a int32 tensor" (k: the input's place
-in the alphabetical order of the names) for a tensor, a TypeError naming the argument for a
-Python list or numpy array; through a Session the client converts the fed array to the
-placeholder's dtype (numbers into a string input fail in the client; TF1's `session.run` casts
-floats into an int32 input as numpy's `astype` does).
+tensors it is given (a [1, 1] tensor runs through a [None] signature), of Session clients only
+Python's checks a feed against the placeholder's shape, and an in-graph rank rule on an input of
+known rank is constant-folded away by grappler. So `signature` declares every input with an
+unknown rank (its SignatureDef shows `unknown_rank` and the dtype) and checks the declared rank
+(and any fixed size) in the graph before any other op reads the input: "text has rank 2 (shape
+[1 1]); this signature takes string [batch] (rank 1)". A dtype cannot be checked in the graph
+(a placeholder has one); a request of another dtype is refused by TensorFlow before any op
+runs, in its own words: eagerly "input #k(zero-based) was expected to be a string tensor but is
+a int32 tensor" (k: the input's place in the alphabetical order of the names) for a tensor, a
+TypeError that shows the argument for a Python list or numpy array; through a Session the
+client converts the fed array to the placeholder's dtype (numbers into a string input fail in
+the client; TF1's `session.run` casts floats into an int32 input as numpy's `astype` does).
 """
 
 import functools
