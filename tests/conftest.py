@@ -126,3 +126,54 @@ def brightmart_tiny_zh(tmp_path_factory):
                                         with_optimizer_slots=True)
   shutil.copy(vocab, directory / "vocab.txt")
   return directory
+
+
+# Tiny raw-text exports (configs/tiny.json, the real SentencePiece model), built once for the
+# tests of their packing (test_task_models.py, test_race_serving.py) and of their requests
+# (test_serving_requests.py): (model, export_dir, loaded).
+SPM_MODEL = SHARED_DATA / "sentencepiece" / "spiece.model"
+# pylint: disable=g-import-not-at-top  (TensorFlow is imported by the tests that use them)
+
+
+def _tiny_config():
+  from albert_tf import AlbertConfig
+  return AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+
+
+def _loaded(model, export_dir):
+  import tensorflow as tf
+  return model, export_dir, tf.saved_model.load(export_dir)
+
+
+@pytest.fixture(scope="session")
+def fill_mask_export(tmp_path_factory):
+  """A tiny pretrainer's fill-mask export: 32 tokens, top 3, at most 4 masks."""
+  from albert_tf import AlbertPretrainer
+  from albert_tf.export.task_models import export_fill_mask
+  model = AlbertPretrainer(_tiny_config())
+  return _loaded(model, export_fill_mask(
+      model, str(tmp_path_factory.mktemp("fm") / "fill_mask"), spm_model_file=str(SPM_MODEL),
+      max_seq_length=32, top_k=3, max_masks=4))
+
+
+@pytest.fixture(scope="session")
+def classifier_export(tmp_path_factory):
+  """A tiny 2-label classifier's serving export (labels negative, positive; 24 tokens)."""
+  from albert_tf.export.task_models import export_classifier
+  from albert_tf.modeling.classifier import AlbertClassifier
+  model = AlbertClassifier(_tiny_config(), 2)
+  return _loaded(model, export_classifier(
+      model, str(tmp_path_factory.mktemp("cls") / "serving"), ["negative", "positive"],
+      spm_model_file=str(SPM_MODEL), max_seq_length=24))
+
+
+@pytest.fixture(scope="session")
+def race_export(tmp_path_factory):
+  """A tiny 4-choice model's RACE export: 64 tokens (tiny.json's positions), 16 qa tokens."""
+  from albert_tf.export.race_serving import export_multiple_choice
+  from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+  model = AlbertMultipleChoice(_tiny_config()).build_for(4)
+  return _loaded(model, export_multiple_choice(
+      model, str(tmp_path_factory.mktemp("race") / "export"), spm_model_file=str(SPM_MODEL),
+      max_seq_length=64, max_qa_length=16))
+# pylint: enable=g-import-not-at-top

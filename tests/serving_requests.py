@@ -3,7 +3,8 @@ as a Python client) and a TF1 Session over the exported MetaGraph, fed by the si
 tensor names: what `saved_model_cli run` and TF Serving do (the Session is kept per export,
 where saved_model_cli would load the model again for each request). Each must fail with
 INVALID_ARGUMENT and the words of export/requests.py's rule, never an op name from inside
-the graph."""
+the graph. A request of another dtype cannot reach the graph: `assert_other_dtype_refused`
+states what each path answers instead."""
 
 import functools
 import re
@@ -38,6 +39,14 @@ def session_run(export_dir, signature, request):
   return dict(zip(keys, values))
 
 
+def _assert_our_rule(error, pattern):
+  """`error` is the failed assertion `pattern`, and names no op of the graph but an Assert."""
+  message = error.value.message
+  assert re.search(r"assertion failed: \[" + pattern, message), message
+  assert all(node.endswith("Assert") for node in re.findall(r"node (\S+?)[}\s]", message)), \
+      message
+
+
 def assert_rejected(export_dir, loaded, signature, request, pattern):
   """`request` ({input: nested list}) to `signature` fails with `pattern` both ways."""
   function = loaded.signatures[signature]
@@ -45,11 +54,40 @@ def assert_rejected(export_dir, loaded, signature, request, pattern):
   feed = {k: _feed(v, specs[k]) for k, v in request.items()}
   with pytest.raises(tf.errors.InvalidArgumentError) as eager:
     function(**{k: tf.constant(v, specs[k].dtype) for k, v in feed.items()})
-  assert re.search(r"assertion failed: \[" + pattern, eager.value.message), eager.value.message
+  _assert_our_rule(eager, pattern)
   with pytest.raises(tf.errors.InvalidArgumentError) as session:
     session_run(export_dir, signature, feed)
-  assert re.search(r"assertion failed: \[" + pattern, session.value.message), \
-      session.value.message
+  _assert_our_rule(session, pattern)
+
+
+def assert_other_dtype_refused(export_dir, loaded, signature, request, name, value):
+  """`request` with input `name` replaced by `value` (a numpy array of another dtype than the
+  signature's) is refused before any op of the graph runs, in TensorFlow's words (a placeholder
+  has one dtype, so no rule of the graph can see another):
+  - eagerly, as a tensor: "input #k(zero-based) was expected to be a <dtype> tensor", k the
+    input's place among the signature's inputs in the order of their names;
+  - eagerly, as a Python list: a TypeError that shows the argument by name;
+  - through a Session: the client converts the array to the placeholder's dtype, and fails
+    there (numbers into a string input; strings into an int input).
+  """
+  function = loaded.signatures[signature]
+  specs = function.structured_input_signature[1]
+  feed = {k: _feed(v, specs[k]) for k, v in request.items()}
+  wanted = specs[name].dtype.name
+  position = sorted(specs).index(name)
+  tensors = {k: tf.constant(v, specs[k].dtype) for k, v in feed.items()}
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=rf"input #{position}\(zero-based\) was expected to be a {wanted} "
+                           rf"tensor but is a {tf.as_dtype(value.dtype).name} tensor"):
+    function(**dict(tensors, **{name: tf.constant(value)}))
+  listed = re.escape(str(value.tolist()))
+  with pytest.raises(TypeError, match=rf"(?s)Cannot convert {listed} to EagerTensor of dtype "
+                                      rf"{wanted}.*'{name}': {listed}"):
+    function(**dict(tensors, **{name: value.tolist()}))
+  error = (tf.errors.InternalError, "Unsupported object type") if wanted == "string" else \
+      (ValueError, "invalid literal for int")
+  with pytest.raises(error[0], match=error[1]):
+    session_run(export_dir, signature, dict(feed, **{name: value}))
 
 
 def run(loaded, signature, **request):
@@ -61,10 +99,22 @@ def run(loaded, signature, **request):
   return {k: v.numpy() for k, v in out.items()}
 
 
-def empty_request(loaded, signature, width=4):
-  """An empty batch of every input of `signature`: 0 rows, `width` for its other unknown
-  dimensions."""
+def empty_request(request):
+  """`request` ({input: nested list}) cut to an empty batch: 0 rows, its other dimensions kept
+  (the signatures declare their inputs with an unknown rank, so the request says them)."""
+  return {k: np.asarray(v)[:0] for k, v in request.items()}
+
+
+def run_both_ways(export_dir, loaded, signature, request):
+  """The outputs (numpy) of a request that must succeed, equal through both paths."""
+  eager = run(loaded, signature, **request)
   specs = loaded.signatures[signature].structured_input_signature[1]
-  return {k: np.zeros([0] + [width if d is None else d for d in spec.shape[1:]],
-                      object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype)
-          for k, spec in specs.items()}
+  session = session_run(export_dir, signature,
+                        {k: _feed(v, specs[k]) for k, v in request.items()})
+  assert eager.keys() == session.keys()
+  for key, value in eager.items():
+    if value.dtype.kind == "f":
+      np.testing.assert_allclose(session[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+    else:
+      np.testing.assert_array_equal(session[key], value, err_msg=key)
+  return eager

@@ -244,3 +244,13 @@ def test_config_round_trips_with_its_constraints():
   assert [w.name for w in restored.weights] == ["transitions:0"]
   with pytest.raises(ValueError, match="allowed has shape"):
     CRF(4, *allowed_transitions(LABELS))
+
+
+def test_decoding_no_position_gives_no_tags():
+  """seq 0 (an NER request whose texts hold no word): [batch, 0] tags and zero scores, in a
+  graph of unknown length too."""
+  crf = make_crf(5, seed=7, constrained=True)
+  decode = tf.function(crf.decode, input_signature=[tf.TensorSpec([None, None, 5])])
+  for batch in (0, 2):
+    tags, score = decode(tf.zeros([batch, 0, 5]))
+    assert tags.shape == (batch, 0) and score.numpy().tolist() == [0.0] * batch

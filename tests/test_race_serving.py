@@ -7,15 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.config import AlbertConfig
 from albert_tf.data.race import (MultipleChoiceExample, convert_example, process_text, qa_text,
                                  read_race_examples)
 from albert_tf.export.race_serving import MultipleChoiceServing, export_multiple_choice
-from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.tokenization.in_graph import InGraphTokenizer
-from conftest import ROOT, SHARED_DATA
-from serving_requests import assert_rejected, empty_request, run
+from conftest import SHARED_DATA
+from serving_requests import assert_rejected
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
 VOCAB = str(SHARED_DATA / "chinese" / "albert_zh" / "vocab.txt")
@@ -33,22 +31,21 @@ def tokenizer():
   return FullTokenizer(spm_model_file=SPM)
 
 
+# conftest.py's race_export: a tiny 4-choice model exported at MAX_SEQ_LENGTH, MAX_QA_LENGTH.
+# Its rank, dtype, empty batch and empty text requests are test_serving_requests.py's.
 @pytest.fixture(scope="module")
-def model():
-  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
-  return AlbertMultipleChoice(config).build_for(4)
-
-
-@pytest.fixture(scope="module")
-def export_dir(tmp_path_factory, model):
-  return export_multiple_choice(model, str(tmp_path_factory.mktemp("race") / "export"),
-                                spm_model_file=SPM, max_seq_length=MAX_SEQ_LENGTH,
-                                max_qa_length=MAX_QA_LENGTH)
+def model(race_export):
+  return race_export[0]
 
 
 @pytest.fixture(scope="module")
-def served(export_dir):
-  return tf.saved_model.load(export_dir)
+def export_dir(race_export):
+  return race_export[1]
+
+
+@pytest.fixture(scope="module")
+def served(race_export):
+  return race_export[2]
 
 
 def _python_inputs(examples, tokenizer, max_seq_length=MAX_SEQ_LENGTH,
@@ -165,5 +162,3 @@ def test_malformed_requests_are_invalid_arguments_naming_the_input(export_dir, s
                                                 r"takes 4 \(num_choices\)"),
       (dict(ok, options=[["a"] * 5] * 2), "options has 2 rows but article has 1")]:
     assert_rejected(export_dir, served, "serving_default", request, pattern)
-  out = run(served, "serving_default", **empty_request(served, "serving_default"))
-  assert out["probabilities"].shape == (0, 4) and out["answer_index"].shape == (0,)

@@ -200,25 +200,6 @@ def test_missing_files_are_named(tmp_path):
                            predict_file=str(tmp_path / "nowhere.json"), **SMALL))
 
 
-def test_v1_serving_answers_an_empty_context_and_names_a_malformed_request(v1):
-  """An empty or blank context has the empty answer (as --do_predict gives it); question and
-  context of different row counts are an INVALID_ARGUMENT naming both; an empty batch has
-  empty outputs."""
-  from serving_requests import assert_rejected, empty_request, run  # pylint: disable=g-import-not-at-top
-  serving = tf.saved_model.load(v1["export"])
-  out = run(serving, "serving_default", question=["Who?", "Who?", " "],
-            context=["", " \t\n", "Tom wrote it."])
-  assert out["answer"][:2].tolist() == [b"", b""] and out["start"][:2].tolist() == [-1, -1]
-  assert out["answer"][2] != b""
-  blank = run(serving, "serving_default", question=["Who?"] * 2, context=["", " "])
-  assert blank["answer"].tolist() == [b"", b""] and blank["end"].tolist() == [-1, -1]
-  assert_rejected(v1["export"], serving, "serving_default",
-                  {"question": ["Who?", "When?"], "context": ["Tom wrote it."]},
-                  "context has 1 rows but question has 2")
-  empty = run(serving, "serving_default", **empty_request(serving, "serving_default"))
-  assert {k: v.shape for k, v in empty.items()} == {k: (0,) for k in out}
-
-
 def test_serving_piece_offsets_equal_run_squads(v1):
   """The in-graph alignment gives every xquad context piece the characters that
   tokenization.offsets gives it (spaces aside), so served answers are run_squad's."""

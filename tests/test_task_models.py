@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.export.task_models import ClassifierServing, export_classifier, export_fill_mask
+from albert_tf import AlbertConfig
+from albert_tf.export.task_models import ClassifierServing, export_classifier
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tokenization import FullTokenizer, encode_pair
 from albert_tf.tokenization.in_graph import InGraphTokenizer
 from conftest import ROOT, SHARED_DATA, encode_with_masks_python
-from serving_requests import assert_rejected, empty_request, run
+from serving_requests import assert_rejected
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
 TEXTS = ["The capital of [MASK] is Paris, in 1990, they said.",
@@ -26,24 +26,17 @@ def tokenizer():
   return FullTokenizer(spm_model_file=SPM)
 
 
+# The exports: conftest.py's fill_mask_export (32 tokens, top 3, at most 4 masks) and
+# classifier_export (labels negative, positive; 24 tokens). Their rank, dtype, empty batch and
+# empty text requests are test_serving_requests.py's.
 @pytest.fixture(scope="module")
-def fill_mask(tmp_path_factory):
-  """A tiny pretrainer and its fill-mask export (32 tokens, top 3, at most 4 masks)."""
-  model = AlbertPretrainer(AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json"))
-  export_dir = export_fill_mask(model, str(tmp_path_factory.mktemp("fm") / "fill_mask"),
-                                spm_model_file=SPM, max_seq_length=32, top_k=3, max_masks=4)
-  return model, export_dir, tf.saved_model.load(export_dir)
+def fill_mask(fill_mask_export):
+  return fill_mask_export
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
-  """A tiny 2-label classifier and its serving export (24 tokens)."""
-  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
-  model = AlbertClassifier(config, 2)
-  export_dir = export_classifier(model, str(tmp_path_factory.mktemp("cls") / "serving"),
-                                 ["negative", "positive"], spm_model_file=SPM,
-                                 max_seq_length=24)
-  return model, export_dir, tf.saved_model.load(export_dir)
+def classifier(classifier_export):
+  return classifier_export
 
 
 def test_real_data_fill_mask_matches_the_python_path(fill_mask, tokenizer):
@@ -79,13 +72,10 @@ def test_fill_mask_names_a_text_that_would_lose_its_masks(fill_mask):
   fine = "the [MASK] sat"
   for texts, pattern in [
       ([fine, "the <mask> sat"], "text row 1 has no \\[MASK\\] to fill"),
-      ([fine, "   "], "text row 1 has no \\[MASK\\] to fill"),
       (["[MASK] " * 5], "text row 0 has 5 \\[MASK\\]s; this model fills at most 4"),
       ([fine, "word " * 30 + "[MASK]"], "text row 1 has a \\[MASK\\] after the 30 tokens this "
                                         "model reads")]:
     assert_rejected(export_dir, loaded, "serving_default", {"text": texts}, pattern)
-  out = run(loaded, "serving_default", **empty_request(loaded, "serving_default"))
-  assert out["top_ids"].shape == (0, 4, 3) and out["masked_positions"].shape == (0, 4)
 
 
 @pytest.mark.parametrize("labels", [["negative", "positive"], None])
@@ -129,16 +119,12 @@ def test_classifier_serving_names_a_malformed_request(classifier):
        "text_b has 1 rows but text_a has 2"),
       ("text_pair", {"text_a": ["a", " \t"], "text_b": ["c", "d"]},
        "text_a row 1 has no tokens \\(it is empty or only whitespace\\)"),
-      ("serving_default", {"text_a": [""]}, "text_a row 0 has no tokens"),
       ("encoded", dict(ok_ids, input_word_ids=[[2, 30000, 3]]),
        "input_word_ids holds 30000 at \\[0 1\\]; word ids must be in \\[0, 30000\\) "
        "\\(vocab_size\\)"),
       ("encoded", dict(ok_ids, input_mask=[[1, 1]]),
        "input_mask has shape \\[1 2\\] but input_word_ids has \\[1 3\\]")]:
     assert_rejected(export_dir, loaded, signature, request, pattern)
-  for signature in loaded.signatures:
-    out = run(loaded, signature, **empty_request(loaded, signature))
-    assert all(v.shape[0] == 0 for v in out.values()), signature
 
 
 def test_classifier_serving_computes_a_request_at_its_longest_text(tokenizer):

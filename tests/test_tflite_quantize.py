@@ -82,7 +82,8 @@ def test_quantized_encoder_tflite_is_a_quarter_of_its_float32_weights_with_close
   path = str(tmp_path / "encoder.tflite")
   # The encoder SavedModel's serving_default, converted in-process (export_tflite converts it
   # after loading the SavedModel; saving one would take this test 7 s more).
-  size = export_serving_tflite(EncoderExport(model).serving, path, SEQ, quantize=True,
+  serving = EncoderExport(model).serving
+  size = export_serving_tflite(lambda inputs: serving(**inputs), path, SEQ, quantize=True,
                                batch_size=1)
   assert size < 0.45 * 4 * model.encoder.count_params()  # float32: 4 bytes a weight and more
   x = inputs(batch=3, seed=2)

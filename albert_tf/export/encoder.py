@@ -9,10 +9,10 @@ Signatures (what TF Serving and `saved_model_cli run` call), batch first so REST
       -> mlm_logits float32 [batch, P, vocab], plus the serving_default outputs
   lean: the serving_default inputs -> pooled_output and sequence_output only (no stacked
       copy of every layer's output: what a client that wants no encoder_outputs should call)
-Every signature checks its request first (export/requests.py): the three inputs of one shape,
-1 to max_position_embeddings columns, ids inside the vocabulary and type vocabulary, a 0/1
-mask, masked_lm_positions inside the row; a request that breaks a rule is an INVALID_ARGUMENT
-naming the input, an empty batch gets empty outputs.
+Every signature checks its request first (export/requests.py): each input's rank, the three
+inputs of one shape, 1 to max_position_embeddings columns, ids inside the vocabulary and type
+vocabulary, a 0/1 mask, masked_lm_positions inside the row; a request that breaks a rule is an
+INVALID_ARGUMENT naming the input, an empty batch gets empty outputs.
 With `jit_compile=True` the signatures are compiled by XLA as one cluster each (ALBERT-base
 on a 2-core CPU, seq 128: about 0.85x the plain graph's latency at batch 1, 0.87x at batch 32;
 BENCHMARKS.md). XLA compiles
@@ -69,24 +69,25 @@ class EncoderExport(tf.Module):
     self.regularization_losses = []
     self.config_json = tf.Variable(pretrainer.config.to_json_string(), trainable=False,
                                    name="albert_config_json")
-    specs = _input_specs(max_seq_length)
     # Fine-tuning through `__call__` stays a plain graph; the signatures may be XLA-compiled.
     # (None, not False: an explicit False also writes an `_XlaMustCompile` attribute.)
     jit_compile = True if jit_compile else None
-    self.serving = self._signature(self._serving, specs, jit_compile)
-    mlm_specs = dict(specs, masked_lm_positions=tf.TensorSpec([None, None], tf.int32,
-                                                               name="masked_lm_positions"))
-    self.mlm = self._signature(self._mlm, mlm_specs, jit_compile)
-    self.lean = self._signature(self._lean, specs, jit_compile)
-    self.__call__ = tf.function(self._call, input_signature=[specs, tf.TensorSpec([], tf.bool)])
+    request = {name: f"int32 [batch, {max_seq_length or 'seq'}]" for name in INPUT_NAMES}
+    self.serving = self._signature(self._serving, request, jit_compile)
+    self.mlm = self._signature(self._mlm, dict(request, masked_lm_positions="int32 [batch, P]"),
+                               jit_compile)
+    self.lean = self._signature(self._lean, request, jit_compile)
+    self.__call__ = tf.function(self._call, input_signature=[_input_specs(max_seq_length),
+                                                              tf.TensorSpec([], tf.bool)])
 
-  def _signature(self, compute, specs, jit_compile):
-    """A signature that checks its request (export/requests.py), then runs `compute`: XLA
+  def _signature(self, compute, request, jit_compile):
+    """A signature that checks its `request` (export/requests.py), then runs `compute`: XLA
     drops Assert ops, so the checks sit in a plain function around a compiled `compute`."""
     compute = tf.function(compute, jit_compile=jit_compile)
     config = self.encoder.config
 
-    def serve(inputs):
+    @requests.signature(**request)
+    def serve(**inputs):
       rules = requests.encoder_inputs(inputs, config)
       if "masked_lm_positions" in inputs:
         positions, words = inputs["masked_lm_positions"], inputs["input_word_ids"]
@@ -95,7 +96,7 @@ class EncoderExport(tf.Module):
                                         tf.shape(words)[1], "positions",
                                         " (the columns of input_word_ids)"))
       return compute(requests.checked(inputs, rules))
-    return tf.function(serve, input_signature=[specs])
+    return serve
 
   def _call(self, inputs, training=False):
     return self.encoder(inputs, training=training)

@@ -162,7 +162,7 @@ class NerServing(tf.Module):
     return where[:, 0], pick(out_start), pick(out_end)
 
   # --- the serving function -----------------------------------------------------------------
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+  @requests.signature(text="string [batch]")
   def __call__(self, text):
     text = requests.checked(text, self._rules(text))
     room = self.max_seq_length - 2

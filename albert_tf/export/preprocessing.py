@@ -95,12 +95,11 @@ class PreprocessingModel(tf.Module):
     return pack_inputs(ids_a, ids_b, max_seq_length=self.max_seq_length,
                        cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+  @requests.signature(text_a="string [batch]")
   def __call__(self, text_a):
     return self._pack(self.tokenizer.tokenize(text_a))
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                tf.TensorSpec([None], tf.string, name="text_b")])
+  @requests.signature(text_a="string [batch]", text_b="string [batch]")
   def encode_pair(self, text_a, text_b):
     text_a, text_b = requests.checked((text_a, text_b),
                                       requests.same_rows(text_a=text_a, text_b=text_b))

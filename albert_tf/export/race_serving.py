@@ -69,12 +69,11 @@ class MultipleChoiceServing(tf.Module):
     self.tokenizer = tokenizer
     self.num_choices = num_choices
     self.max_seq_length, self.max_qa_length = max_seq_length, max_qa_length
-    specs = [tf.TensorSpec([None], tf.string, name="article"),
-             tf.TensorSpec([None], tf.string, name="question"),
-             # Any number of columns, so that a wrong one is named (export/requests.py).
-             tf.TensorSpec([None, None], tf.string, name="options")]
-    self.pack = tf.function(self._pack, input_signature=specs)
-    self.serve = tf.function(self._serve, input_signature=specs)
+    # Any number of choices, so that a wrong one is named (export/requests.py).
+    request = requests.signature(article="string [batch]", question="string [batch]",
+                                 options="string [batch, choices]")
+    self.pack = request(self._pack)
+    self.serve = request(self._serve)
 
   def _process_text(self, strings):
     """`data.race.process_text`: preprocess_text for SentencePiece, as is for WordPiece."""

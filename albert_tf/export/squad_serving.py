@@ -221,8 +221,7 @@ class SquadServing(tf.Module):
     return self._context_pieces(valid_utf8(context))
 
   # --- the serving function ------------------------------------------------------------------
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="question"),
-                                tf.TensorSpec([None], tf.string, name="context")])
+  @requests.signature(question="string [batch]", context="string [batch]")
   def __call__(self, question, context):
     seq = self.max_seq_length
     question, context = requests.checked(

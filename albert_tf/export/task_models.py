@@ -53,7 +53,7 @@ class FillMaskModel(tf.Module):
     self.max_seq_length, self.top_k, self.max_masks = max_seq_length, top_k, max_masks
     self.vocab = tf.constant(list(vocab_pieces))
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+  @requests.signature(text="string [batch]")
   def __call__(self, text):
     ids = encode_with_masks(self.tokenizer, text, self.mask_id)
     inputs = pack_inputs(ids, max_seq_length=self.max_seq_length,
@@ -129,19 +129,17 @@ class ClassifierServing(tf.Module):
     return pack_inputs(ids_a, ids_b, max_seq_length=self.max_seq_length,
                        cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+  @requests.signature(text_a="string [batch]")
   def __call__(self, text_a):
     return self._predict(self._pack(self.tokenizer.tokenize(text_a)))
 
-  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
-                                for n in INPUT_NAMES])
+  @requests.signature(**{name: "int32 [batch, seq]" for name in INPUT_NAMES})
   def encoded(self, input_word_ids, input_mask, input_type_ids):
     inputs = dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))
     inputs = requests.checked(inputs, requests.encoder_inputs(inputs, self.classifier.config))
     return {"logits": tf.cast(self.classifier(inputs, training=False), tf.float32)}
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                tf.TensorSpec([None], tf.string, name="text_b")])
+  @requests.signature(text_a="string [batch]", text_b="string [batch]")
   def text_pair(self, text_a, text_b):
     text_a, text_b = requests.checked((text_a, text_b),
                                       requests.same_rows(text_a=text_a, text_b=text_b))

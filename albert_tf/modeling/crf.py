@@ -178,6 +178,11 @@ class CRF(tf_keras.layers.Layer):
     """
     transitions, start, end = self._scores(-np.inf)
     emissions, mask = self._time_major(emissions, mask)
+    # One more position, masked off (skipped, tagged 0) and dropped from the tags at the end:
+    # a sequence may have no position at all (seq 0: an NER request whose texts hold no word),
+    # and tf.scan can neither start from nor stack zero steps of an unknown batch.
+    emissions = tf.pad(emissions, [[0, 1], [0, 0], [0, 0]])
+    mask = tf.pad(tf.cast(mask, tf.int32), [[0, 1], [0, 0]]) > 0
     identity = tf.range(self.num_tags, dtype=tf.int32)
 
     def step(carry, inputs):
@@ -207,7 +212,7 @@ class CRF(tf_keras.layers.Layer):
     _, tags = tf.scan(backtrack, (pointers, mask), (best_last, tf.zeros_like(best_last)),
                       reverse=True)
     score = tf.where(started[-1], tf.reduce_max(final, axis=1), 0.0)
-    return tf.transpose(tags), score
+    return tf.transpose(tags)[:, :-1], score
 
   def call(self, emissions, mask=None):
     return self.decode(emissions, mask)[0]
