@@ -182,6 +182,7 @@ def _once(function):
   return signalled
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped one
 @pytest.mark.parametrize("where, target, name, how", [
     ("describing the export", ClassificationTask, "serving", _at_entry),
     ("tracing the signatures", tf, "identity", _once),

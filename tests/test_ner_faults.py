@@ -11,8 +11,10 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.cli.runs import run_ner
-from albert_tf.config import MODEL_FLAGS_NAME
+from albert_tf.config import MODEL_FLAGS_NAME, AlbertConfig
 from albert_tf.data import ner as ner_data
+from albert_tf.export.ner_serving import export_ner
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.tasks.ner import NerOptions, NerTask
 from albert_tf.tokenization import FullTokenizer
 from conftest import ROOT, SHARED_DATA
@@ -152,6 +154,12 @@ def test_tag_names_that_are_not_bio_are_refused_unless_labels_name_them(bmes, tm
   with pytest.raises(ValueError, match=r"--labels=O,B-NR,I-NR contradict the 7 labels"):
     NerTask(dataclasses.replace(options, output_dir=bmes["options"].output_dir,
                                 labels=("NR",)))
+  # The export refuses them too, whoever calls it.
+  model = AlbertTokenClassifier(AlbertConfig.from_json_file(bmes["options"].albert_config_file),
+                                [f"LABEL_{i}" for i in range(5)])
+  with pytest.raises(ValueError, match="not a tagger's BIO tags"):
+    export_ner(model, str(tmp_path / "export"), vocab_file=str(ZH_VOCAB))
+  assert not (tmp_path / "export").exists()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ words after it would silently go untagged; it is an INVALID_ARGUMENT naming the 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.data.ner import OUTSIDE
+from albert_tf.data.ner import OUTSIDE, check_tag_set
 from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.export import requests
 from albert_tf.export.saving import save_atomically
@@ -261,7 +261,10 @@ class NerServing(tf.Module):
 def export_ner(model, export_dir, spm_model_file=None, vocab_file=None, do_lower_case=True,
                max_seq_length=128, doc_stride=64, word_split="whitespace"):
   """Writes the raw-text NER SavedModel of `model` (an AlbertTokenClassifier) atomically and
-  returns its path. SentencePiece with `spm_model_file`, else WordPiece with `vocab_file`."""
+  returns its path. SentencePiece with `spm_model_file`, else WordPiece with `vocab_file`.
+  Labels that are not BIO tag names (LABEL_0 ..) are refused: no entity can be read from
+  them."""
+  check_tag_set(list(model.labels), f"the model exported to {export_dir}")
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                do_lower_case=do_lower_case)
   module = NerServing(model, tokenizer, max_seq_length, doc_stride, word_split)
