@@ -228,7 +228,8 @@ def _predict_only(tmp_path, qas_edits, version_2=False):
   path = tmp_path / "predict.json"
   path.write_text(json.dumps({"version": "2.0" if version_2 else "1.1", "data": data}))
   options = SquadOptions(predict_file=str(path), output_dir=str(tmp_path / "out"),
-                         do_predict=True, version_2_with_negative=version_2, **SMALL)
+                         do_predict=True, version_2_with_negative=version_2,
+                         allow_untrained=True, **SMALL)
   return run_squad(options), tmp_path / "out", data
 
 
