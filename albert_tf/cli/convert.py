@@ -21,11 +21,12 @@ from albert_tf.cli import quiet
 
 
 def _parse(argv):
-  from albert_tf.interop.convert import FORMATS, HEADS  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop.convert import (  # pylint: disable=g-import-not-at-top
+      HEADS, INPUT_FORMATS, OUTPUT_FORMATS)
   p = argparse.ArgumentParser(prog="python -m albert_tf.cli.convert",
                               description=__doc__.splitlines()[0])
-  p.add_argument("--from", dest="from_format", required=True, choices=FORMATS)
-  p.add_argument("--to", dest="to_format", required=True, choices=FORMATS)
+  p.add_argument("--from", dest="from_format", required=True, choices=INPUT_FORMATS)
+  p.add_argument("--to", dest="to_format", required=True, choices=OUTPUT_FORMATS)
   p.add_argument("--checkpoint", help="tf1/native: a checkpoint prefix or its directory")
   p.add_argument("--input_dir", help="huggingface: the directory (also accepted as --checkpoint)")
   p.add_argument("--albert_config_file",

@@ -13,7 +13,7 @@ import re
 import tensorflow as tf
 
 from albert_tf import files
-from albert_tf.interop import huggingface
+from albert_tf.interop import huggingface, sources
 from albert_tf.modeling.encoder import AlbertEncoder
 
 logger = logging.getLogger(__name__)
@@ -241,11 +241,22 @@ FORMAT_NAMES = {
 }
 
 
+def format_name(fmt):
+  """What a `source_format` value means, for messages."""
+  if fmt in FORMAT_NAMES:
+    return FORMAT_NAMES[fmt]
+  return sources.readers()[fmt].description
+
+
 def source_format(path):
-  """"huggingface", "savedmodel", "tf1" or "native": what `path` holds, told by its files and
-  its variables' own names, never by what a caller says it is."""
+  """"huggingface", "savedmodel", "tf1", "native" or a foreign reader's format (sources.py):
+  what `path` holds, told by its files and its variables' own names, never by what a caller
+  says it is."""
   if huggingface.is_huggingface_dir(path):
     return "huggingface"
+  foreign = sources.detect(os.fspath(path))
+  if foreign:
+    return foreign
   if tf.io.gfile.exists(os.path.join(os.fspath(path), "saved_model.pb")):
     return "savedmodel"
   prefix = resolve_checkpoint_path(path)
@@ -305,6 +316,11 @@ def load_checkpoint(model, path, init_from_group0=False):
   """
   if huggingface.is_huggingface_dir(path):
     report = _load_huggingface(model, os.fspath(path), init_from_group0)
+    logger.info(report.summary())
+    return report
+  foreign = sources.detect(os.fspath(path))
+  if foreign:
+    report = _load_foreign(model, sources.read(os.fspath(path), foreign), init_from_group0)
     logger.info(report.summary())
     return report
   if tf.io.gfile.exists(os.path.join(os.fspath(path), "saved_model.pb")):
@@ -422,21 +438,39 @@ def _load_huggingface(model, directory, init_from_group0=False):
                    "(%s) is not", directory, unknown, ", ".join(map(huggingface.hf_name, heads)))
     unused += [huggingface.hf_name(n) for n in heads]
     arrays = {n: v for n, v in arrays.items() if n.startswith("bert/")}
+  return _assign_arrays(model, arrays, directory, "huggingface", unused, init_from_group0,
+                        own_name=huggingface.hf_name)
+
+
+def _assign_arrays(model, arrays, path, fmt, unused=(), init_from_group0=False,
+                   own_name=lambda name: name):
+  """Loads {TF1 name: ndarray} read from `path` into `model`, every shape checked first; a
+  LoadReport of format `fmt` (`unused`: the source's own names already left out; `own_name`
+  gives a TF1 name's name in the source, for the report)."""
   shapes = {name: list(value.shape) for name, value in arrays.items()}
   targets = tf1_variable_map(model)
-  loaded, missing, sources = _match(targets, {k: k for k in arrays}, shapes, directory,
-                                    init_from_group0)
+  loaded, missing, sources_of = _match(targets, {k: k for k in arrays}, shapes, path,
+                                       init_from_group0)
   if not loaded:
-    raise CheckpointError(f"no weight of {directory} matches this model")
+    raise CheckpointError(f"no weight of {path} matches this model")
   # transformers' AlbertForQuestionAnswering has no pooler: ours then keeps its initial one.
   has_pooler = any(n.startswith("bert/pooler/") for n in arrays)
   _check_encoder_complete([n for n in missing if n.startswith("bert/")
-                           and (has_pooler or not n.startswith("bert/pooler/"))], directory)
+                           and (has_pooler or not n.startswith("bert/pooler/"))], path)
   for name in loaded:
-    targets[name].assign(arrays[sources[name]])
-  unused = sorted(unused + [huggingface.hf_name(n) for n in set(arrays) - set(sources.values())])
-  return LoadReport(directory, "huggingface", loaded, unused, missing, [],
-                    [targets[n] for n in loaded])
+    targets[name].assign(arrays[sources_of[name]])
+  unused = sorted(list(unused) + [own_name(n) for n in set(arrays) - set(sources_of.values())])
+  return LoadReport(path, fmt, loaded, unused, missing, [], [targets[n] for n in loaded])
+
+
+def _load_foreign(model, weights, init_from_group0=False):
+  """Weights of another library's artifact (`sources.ForeignWeights`), by the original's
+  names."""
+  if layout_of(find_encoder(model)) == "brightmart":
+    raise CheckpointError(f"{weights.path} holds Google's layout, but the model was built with "
+                          f"{_LAYOUT_NAMES['brightmart']}; use the artifact's own config")
+  return _assign_arrays(model, weights.arrays, weights.path, weights.format, weights.unused,
+                        init_from_group0)
 
 
 def _load_saved_model(model, path):

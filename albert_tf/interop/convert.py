@@ -31,6 +31,7 @@ from albert_tf import files
 from albert_tf.config import CONFIG_NAME, MODEL_FLAGS_NAME, AlbertConfig
 from albert_tf.interop import checkpoints
 from albert_tf.interop import huggingface
+from albert_tf.interop import sources
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
@@ -41,6 +42,10 @@ from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 logger = logging.getLogger(__name__)
 
 FORMATS = ("tf1", "native", "huggingface")
+# What other libraries write, read (sources.py) but not written, except Model Garden's.
+FOREIGN_FORMATS = ("tfhub", "tfhub_tf1", "model_garden", "keras_hub")
+INPUT_FORMATS = FORMATS + FOREIGN_FORMATS
+OUTPUT_FORMATS = FORMATS + ("model_garden",)
 HEADS = ("auto", "pretraining", "classification", "multiple_choice", "squad_v1", "squad_v2",
          "token_classification", "encoder")
 # The TF1 names that tell a token classifier and its CRF (AlbertTokenClassifier's).
@@ -90,6 +95,8 @@ def _placeholder_labels(num_labels):
 
 def _tf1_shapes(fmt, path, hf_values=None):
   """{original TF1 name: shape} of a checkpoint's model weights, to tell its head."""
+  if fmt in FOREIGN_FORMATS:
+    return {name: list(value.shape) for name, value in sources.read(path, fmt).arrays.items()}
   if fmt == "huggingface":
     return huggingface.to_tf1_shapes(huggingface.read_huggingface_shapes(path),
                                      huggingface.head_of_architecture(hf_values))
@@ -188,6 +195,12 @@ def _beside(path, name):
 def _config_for(fmt, path, albert_config_file):
   if albert_config_file:
     return AlbertConfig.from_json_file(albert_config_file)
+  if fmt in FOREIGN_FORMATS:
+    config = sources.read(path, fmt).config
+    if config is None:
+      raise ValueError(f"--albert_config_file is needed for --from={fmt}: {path} does not carry "
+                       "the model's config (the albert_config.json of the model it was made from)")
+    return AlbertConfig.from_dict(config)
   if fmt == "huggingface":
     return huggingface.config_from_huggingface(os.path.join(path, huggingface.CONFIG_FILE))
   candidate = _beside(path, CONFIG_NAME)
@@ -208,10 +221,10 @@ def _check_format(fmt, path):
     raise FileNotFoundError(f"{path} is not a Hugging Face directory (config.json and "
                             "model.safetensors)") from None
   if found != fmt:
-    hint = (f"pass --from={found}" if found in FORMATS else
-            f"--from reads {', '.join(FORMATS)}; fine-tune from it with "
+    hint = (f"pass --from={found}" if found in INPUT_FORMATS else
+            f"--from reads {', '.join(INPUT_FORMATS)}; fine-tune from it with "
             "--albert_hub_module_handle")
-    raise ValueError(f"--from={fmt}, but {path} is {checkpoints.FORMAT_NAMES[found]}: {hint}")
+    raise ValueError(f"--from={fmt}, but {path} is {checkpoints.format_name(found)}: {hint}")
 
 
 def _check_nothing_dropped(converted, path, requested):
@@ -228,11 +241,19 @@ def _check_nothing_dropped(converted, path, requested):
 def read(fmt, path, albert_config_file=None, head="auto", spm_model_file=None, vocab_file=None,
          do_lower_case=None):
   """Reads a checkpoint of format `fmt` into a fresh model; returns a `Converted`."""
-  if fmt not in FORMATS:
-    raise ValueError(f"--from={fmt!r}: one of {', '.join(FORMATS)}")
+  if fmt not in INPUT_FORMATS:
+    raise ValueError(f"--from={fmt!r}: one of {', '.join(INPUT_FORMATS)}")
   path = os.fspath(path)
   _check_format(fmt, path)
   hf_values = None
+  if fmt in FOREIGN_FORMATS:
+    weights = sources.read(path, fmt)
+    spm_model_file = spm_model_file or weights.spm_model_file
+    vocab_file = vocab_file or weights.vocab_file
+    if do_lower_case is None:
+      do_lower_case = weights.do_lower_case
+    if head == "auto" and weights.head:
+      head = weights.head
   if fmt == "huggingface":
     hf_values = huggingface.read_json(os.path.join(path, huggingface.CONFIG_FILE))
     spm_model_file, vocab_file, do_lower_case = huggingface.tokenizer_defaults(
@@ -335,7 +356,13 @@ def _write_native(converted, directory):
   _copy_vocabulary(converted, directory)
 
 
-_WRITERS = {"tf1": _write_tf1, "native": _write_native, "huggingface": _write_huggingface}
+def _write_model_garden(converted, directory):
+  from albert_tf.interop import model_garden  # pylint: disable=g-import-not-at-top
+  model_garden.write(converted, directory)
+
+
+_WRITERS = {"tf1": _write_tf1, "native": _write_native, "huggingface": _write_huggingface,
+            "model_garden": _write_model_garden}
 
 
 def write(converted, fmt, output_dir):
@@ -345,8 +372,8 @@ def write(converted, fmt, output_dir):
   interrupted conversion leaves no half-written directory. An existing non-empty
   `output_dir` is refused (nothing is overwritten).
   """
-  if fmt not in FORMATS:
-    raise ValueError(f"--to={fmt!r}: one of {', '.join(FORMATS)}")
+  if fmt not in OUTPUT_FORMATS:
+    raise ValueError(f"--to={fmt!r}: one of {', '.join(OUTPUT_FORMATS)}")
   output_dir = os.path.abspath(os.fspath(output_dir))
   if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
     raise FileExistsError(f"--output_dir={output_dir} exists and is not empty; choose a new "

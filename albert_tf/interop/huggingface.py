@@ -21,6 +21,7 @@ import numpy as np
 from albert_tf.config import AlbertConfig
 from albert_tf.config_formats import (ACTIVATION_TO_HF, HF_DEFAULTS, LAYER_NORM_EPS, SHARED_HF_KEYS,
                                       ConfigError, from_huggingface)
+from albert_tf.interop import sources
 
 logger = logging.getLogger(__name__)
 
@@ -581,8 +582,10 @@ def start_defaults(values, do_lower_case_given=False):
   settings absent from `values` stay absent."""
   values = dict(values)
   start = values.get("init_checkpoint")
-  if not start or not is_huggingface_dir(start):
+  if not start:
     return values
+  if not is_huggingface_dir(start):
+    return _foreign_start_defaults(values, start, do_lower_case_given)
   taken = []
   if "albert_config_file" in values and not values["albert_config_file"]:
     values["albert_config_file"] = os.path.join(start, CONFIG_FILE)
@@ -596,4 +599,27 @@ def start_defaults(values, do_lower_case_given=False):
         taken.append(f"--{name}={value}")
   if taken:
     logger.info("From the Hugging Face directory %s: %s", start, " ".join(taken))
+  return values
+
+
+def _foreign_start_defaults(values, start, do_lower_case_given):
+  """`start_defaults` for another library's artifact (sources.py): its config file and
+  tokenizer, where it carries them and the flags are not given."""
+  fmt = sources.detect(start)
+  if fmt is None:
+    return values
+  weights = sources.read(start, fmt, with_arrays=False)
+  found = {"albert_config_file": weights.config_file}
+  if not values.get("spm_model_file") and not values.get("vocab_file"):
+    found.update(spm_model_file=weights.spm_model_file, vocab_file=weights.vocab_file)
+    if not do_lower_case_given:
+      found["do_lower_case"] = weights.do_lower_case
+  taken = []
+  for name, value in found.items():
+    if name in values and value is not None and value != values[name] and (
+        name == "do_lower_case" or not values[name]):
+      values[name] = value
+      taken.append(f"--{name}={value}")
+  if taken:
+    logger.info("From %s: %s", start, " ".join(taken))
   return values
