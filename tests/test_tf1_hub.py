@@ -57,14 +57,16 @@ def _inputs():
 
 
 def module_outputs(directory):
-  """The module's own `mlm` and `sop` signatures, run by tensorflow_hub (no tags: inference)."""
+  """The module's own `tokens`, `mlm` and `sop` signatures, run by tensorflow_hub (no tags:
+  the inference graph)."""
   ids, mask, types, positions = _inputs()
   signatures = hub.load(str(directory), tags=[]).signatures
+  tokens = signatures["tokens"](input_ids=ids, input_mask=mask, segment_ids=types)
   mlm = signatures["mlm"](input_ids=ids, input_mask=mask, segment_ids=types,
                           mlm_positions=positions)
   sop = signatures["sop"](input_ids=ids, input_mask=mask, segment_ids=types)
-  return {"sequence_output": mlm["sequence_output"].numpy(),
-          "pooled_output": mlm["pooled_output"].numpy(),
+  return {"sequence_output": tokens["sequence_output"].numpy(),
+          "pooled_output": tokens["pooled_output"].numpy(),
           "mlm_logits": mlm["mlm_logits"].numpy().reshape(positions.shape + (-1,)),
           "sop_log_probs": sop["sop_log_probs"].numpy()}
 
@@ -200,6 +202,16 @@ def _rewrite_variables(module, arrays):
     f.unlink()
   ref.write_tf1_checkpoint(str(module / "variables" / "variables"), arrays,
                            write_state_file=False)
+
+
+def test_variables_saved_with_hub_modules_module_prefix_are_read_by_the_same_names(
+    module, arrays, tmp_path):
+  prefixed = _copy(module, tmp_path)
+  ref.write_tf1_checkpoint(str(prefixed / "variables" / "variables"), arrays, hub_prefix=True,
+                           write_state_file=False)
+  weights = sources.read(str(prefixed))
+  assert set(weights.arrays) == set(arrays)
+  np.testing.assert_array_equal(weights.arrays[KEY], arrays[KEY])
 
 
 def test_a_module_missing_a_variable_is_named_and_nothing_is_loaded_or_written(module, arrays,
