@@ -581,7 +581,8 @@ def start_defaults(values, do_lower_case_given=False):
   `do_lower_case_given`), where those are not given. Returns the filled values (a new dict);
   settings absent from `values` stay absent."""
   values = dict(values)
-  start = values.get("init_checkpoint")
+  # The scripts start from --albert_hub_module_handle before --init_checkpoint (finetuning.py).
+  start = values.get("albert_hub_module_handle") or values.get("init_checkpoint")
   if not start:
     return values
   if not is_huggingface_dir(start):

@@ -20,9 +20,9 @@ exports and checkpoints included.
 import dataclasses
 import importlib
 
-# The reader modules, asked in this order.
-_READER_MODULES = ("albert_tf.interop.tfhub", "albert_tf.interop.model_garden",
-                   "albert_tf.interop.keras_hub")
+# The reader modules, asked in this order (a TF1 Hub module is a SavedModel too: first).
+_READER_MODULES = ("albert_tf.interop.tfhub_tf1", "albert_tf.interop.tfhub",
+                   "albert_tf.interop.model_garden", "albert_tf.interop.keras_hub")
 
 
 @dataclasses.dataclass
