@@ -1,6 +1,6 @@
 """The config files an ALBERT model can be described by, told apart and read in one place.
 
-Three formats reach `AlbertConfig.from_json_file`:
+Four formats reach `AlbertConfig.from_json_file`:
   - Google's `albert_config.json` (the original's keys; ours adds `sharing`, `ln_type` and
     `layout`): read as it is.
   - brightmart/albert_zh's `albert_config_{tiny,base,large,xlarge,xxlarge}.json`: BERT's keys
@@ -10,6 +10,9 @@ Three formats reach `AlbertConfig.from_json_file`:
     brightmart's Google-layout releases (`albert_config_{tiny,small}_google.json`) carry the
     original's keys and read as Google's.
   - Hugging Face's `config.json` (`model_type: "albert"`), translated to the original's keys.
+  - keras-hub's preset `config.json`: Keras' serialization of an `AlbertBackbone`
+    (`{"module": ..., "class_name": "AlbertBackbone", "config": {"vocabulary_size": ...}}`),
+    translated to the original's keys; another class (a `BertBackbone`) is refused.
 
 This module knows file formats only (dicts in, albert_config.json dicts out); `config.py`
 builds and validates the AlbertConfig, `huggingface.py` writes config.json with the tables here.
@@ -33,9 +36,16 @@ def is_huggingface(values):
   return isinstance(values, dict) and "model_type" in values
 
 
+def is_keras_serialized(values):
+  """Whether a dict is a Keras object's serialization (a keras-hub preset's config.json)."""
+  return (isinstance(values, dict) and "class_name" in values
+          and isinstance(values.get("config"), dict) and "model_type" not in values)
+
+
 def is_brightmart(values):
   """Whether a dict without a `layout` key is one of brightmart's own config files."""
-  if not isinstance(values, dict) or "layout" in values or is_huggingface(values):
+  if (not isinstance(values, dict) or "layout" in values or is_huggingface(values)
+      or is_keras_serialized(values)):
     return False
   if any(key in values for key in _GROUP_KEYS):
     return False
@@ -44,6 +54,8 @@ def is_brightmart(values):
 
 def albert_config_values(values, source):
   """The albert_config.json dict (ours) that `values`, read from `source`, stands for."""
+  if is_keras_serialized(values):
+    return from_keras_hub(values, source)
   if is_huggingface(values):
     return from_huggingface(values, source)
   if is_brightmart(values):
@@ -106,4 +118,50 @@ def from_huggingface(values, source):
   original = {key: full[key] for key in SHARED_HF_KEYS}
   original.update(_LEGACY_DEFAULTS)
   original["hidden_act"] = ACTIVATION_FROM_HF[act]
+  return original
+
+
+# ---------------------------------------------------------------------------------------------
+# keras-hub's preset config.json
+
+KERAS_HUB_BACKBONE = "AlbertBackbone"
+# AlbertBackbone argument -> albert_config.json key (same meaning).
+KERAS_HUB_KEYS = {"vocabulary_size": "vocab_size", "embedding_dim": "embedding_size",
+                  "hidden_dim": "hidden_size", "num_layers": "num_hidden_layers",
+                  "num_groups": "num_hidden_groups", "num_inner_repetitions": "inner_group_num",
+                  "num_heads": "num_attention_heads", "intermediate_dim": "intermediate_size",
+                  "max_sequence_length": "max_position_embeddings",
+                  "num_segments": "type_vocab_size"}
+# AlbertBackbone's defaults for the arguments it may leave out.
+KERAS_HUB_DEFAULTS = {"num_groups": 1, "num_inner_repetitions": 1, "dropout": 0.0,
+                      "max_sequence_length": 512, "num_segments": 2}
+
+
+def from_keras_hub(values, source):
+  """A keras-hub preset's config.json dict (`AlbertBackbone` serialized) -> the original's
+  albert_config.json dict.
+
+      from_keras_hub({"class_name": "AlbertBackbone", "config": {"vocabulary_size": 30000,
+                      "num_layers": 12, ...}}, "albert_base_en_uncased/config.json")
+
+  What AlbertBackbone fixes rather than configures is the original's: the tanh-approximated
+  GELU (the original's `gelu`), LayerNorm epsilon 1e-12, truncated-normal init with stddev
+  0.02. Its one `dropout` stands for both of the original's dropout probabilities.
+  """
+  name = values.get("class_name")
+  if name != KERAS_HUB_BACKBONE:
+    raise ConfigError(f"{source}: a keras-hub preset of class_name {name!r} "
+                      f"(module {values.get('module')!r}), not {KERAS_HUB_BACKBONE!r}; "
+                      "albert-tf reads ALBERT presets only")
+  full = dict(KERAS_HUB_DEFAULTS)
+  full.update(values["config"])
+  absent = sorted(k for k in KERAS_HUB_KEYS if k not in full)
+  if absent:
+    raise ConfigError(f"{source}: the AlbertBackbone config lacks {', '.join(absent)}")
+  original = {ours: full[theirs] for theirs, ours in KERAS_HUB_KEYS.items()}
+  original["hidden_dropout_prob"] = full["dropout"]
+  original["attention_probs_dropout_prob"] = full["dropout"]
+  original["hidden_act"] = "gelu"
+  original["initializer_range"] = 0.02
+  original.update(_LEGACY_DEFAULTS)
   return original
