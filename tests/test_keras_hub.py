@@ -1,9 +1,10 @@
 """keras-hub presets (albert_tf/interop/keras_hub.py): read without keras-hub, compared with
-keras-hub's own outputs where keras-hub is installed, converted, fine-tuned from, refused.
+keras-hub's own outputs (keras-hub is in requirements.txt), converted, fine-tuned from, refused.
 
 Two kinds of presets: `layout_preset` writes a preset as Keras 3 lays it out (the h5 paths and
 shapes of keras-hub 0.32's `save_to_preset`, written here with h5py, with random values), so
-the reader, the scripts and the refusals are tested without keras-hub; the `keras_hub` tests
+the reader, the scripts and the refusals are tested as a user without keras-hub has them; the
+`keras_hub_presets` tests
 build presets with keras-hub itself and compare our model's outputs with keras-hub's.
 """
 
@@ -246,8 +247,8 @@ def test_another_model_and_mismatched_shapes_are_refused_by_name(classifier_pres
 def keras_hub_presets(tmp_path_factory):
   """A backbone, a text classifier (with its tokenizer) and a masked LM, as keras-hub's
   save_to_preset writes them, with every weight random (biases and betas too)."""
-  keras_hub = pytest.importorskip("keras_hub")
   import keras  # pylint: disable=g-import-not-at-top
+  import keras_hub  # pylint: disable=g-import-not-at-top  (in requirements.txt: never skipped)
   keras.utils.set_random_seed(1)
   backbone = keras_hub.models.AlbertBackbone(**KERAS_CONFIG)
   tokenizer = keras_hub.models.AlbertTokenizer(proto=str(SPM))
