@@ -31,6 +31,7 @@ import shutil
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from albert_tf.config import CONFIG_NAME, AlbertConfig
 from albert_tf.interop import checkpoints, sources
@@ -197,7 +198,6 @@ def variable_keys(reader, path):
   `full_name` of each variable), optimizer state left out."""
   if not reader.has_tensor(OBJECT_GRAPH):
     raise ModelGardenError(f"{path} is not an object-based (TF2) checkpoint")
-  from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-import-not-at-top
   graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(
       reader.get_tensor(OBJECT_GRAPH))
   keys = {}
@@ -218,7 +218,8 @@ def read_named(prefix, shape_only=False):
   keys = {name: key for name, key in keys.items() if key in shapes}
   if shape_only:
     return {name: list(shapes[key]) for name, key in keys.items()}
-  by_key = checkpoints._read_tensors(reader, sorted(keys.values()), prefix)  # pylint: disable=protected-access
+  read_tensors = checkpoints._read_tensors  # pylint: disable=protected-access
+  by_key = read_tensors(reader, sorted(keys.values()), prefix)
   return {name: by_key[key] for name, key in keys.items()}
 
 
