@@ -19,6 +19,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf.cli.runs import run_classifier
+from albert_tf.config import CONFIG_NAME
 from albert_tf.export.encoder import export_encoder
 from albert_tf.interop import checkpoints, convert, huggingface, model_garden, sources
 from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint
@@ -238,7 +239,7 @@ def test_convert_to_model_garden_restores_in_model_gardens_own_models(garden, in
   assert sorted(os.listdir(tmp_path / "mg")) == [
       "albert_config.json", "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
       "spiece.model"]
-  mg_config = tool.configs.AlbertConfig.from_json_file(str(tmp_path / "mg" / "albert_config.json"))
+  mg_config = tool.configs.AlbertConfig.from_json_file(str(tmp_path / "mg" / CONFIG_NAME))
   latest = tf.train.latest_checkpoint(str(tmp_path / "mg"))
   encoder = tool._create_albert_model(mg_config)  # pylint: disable=protected-access
   tf.train.Checkpoint(encoder=encoder).restore(latest).assert_existing_objects_matched()
@@ -251,6 +252,16 @@ def test_convert_to_model_garden_restores_in_model_gardens_own_models(garden, in
   tf.train.Checkpoint(**pretrainer.checkpoint_items).restore(latest).assert_consumed()
   assert_close(pretrainer(inputs, training=False)["mlm_logits"],
                garden["pretrainer_outputs"]["mlm_logits"])
+  # An encoder alone is written as the converter tool writes one: Checkpoint(encoder=...).
+  config_file = tmp_path / "albert_config.json"
+  garden["config"].to_json_file(config_file)
+  convert.convert("model_garden", "model_garden", garden["encoder"], tmp_path / "mg_encoder",
+                  albert_config_file=str(config_file))
+  encoder = tool._create_albert_model(mg_config)  # pylint: disable=protected-access
+  tf.train.Checkpoint(encoder=encoder).restore(
+      tf.train.latest_checkpoint(str(tmp_path / "mg_encoder"))).assert_consumed()
+  assert_close(encoder([inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")],
+                       training=False)[0], garden["encoder_outputs"]["sequence_output"])
   # ... and reads back with its config and vocabulary, no flags needed.
   weights = sources.read(tmp_path / "mg")
   assert weights.config == {k: garden["config"].to_dict()[k] for k in weights.config}
