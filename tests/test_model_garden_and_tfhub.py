@@ -24,7 +24,7 @@ from albert_tf.export.encoder import export_encoder
 from albert_tf.interop import checkpoints, convert, huggingface, model_garden, sources
 from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint
 from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.tasks.classification import ClassifierOptions
+from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.tokenization.tokenizer import preprocess_text
 from albert_tf.tokenization.in_graph import InGraphTokenizer
@@ -196,6 +196,10 @@ def test_a_tfhub_savedmodel_without_keras_metadata_needs_a_config_file(garden, t
   with pytest.raises(ValueError, match="--albert_config_file is needed for --from=tfhub"):
     convert.convert("tfhub", "tf1", bare, tmp_path / "out")
   assert not (tmp_path / "out").exists()
+  with pytest.raises(ValueError, match=f"--albert_config_file is needed: {re.escape(str(bare))} "
+                                       "does not carry the model's config"):
+    ClassificationTask(ClassifierOptions(task_name="sst-2", init_checkpoint=str(bare),
+                                         output_dir=str(tmp_path / "run"), spm_model_file=str(SPM)))
   config_file = tmp_path / "albert_config.json"
   garden["config"].to_json_file(config_file)
   convert.convert("tfhub", "tf1", bare, tmp_path / "out", albert_config_file=str(config_file))
@@ -278,26 +282,27 @@ def test_convert_to_model_garden_restores_in_model_gardens_own_models(garden, in
   assert not (tmp_path / "refused").exists()
 
 
-def test_run_classifier_starts_from_a_model_garden_checkpoint(garden, tmp_path):
+def test_run_classifier_starts_from_a_tfhub_savedmodel_alone(garden, tmp_path):
+  """No --albert_config_file, no --spm_model_file: the SavedModel's Keras metadata gives the
+  config and its assets the SentencePiece model."""
   data = tmp_path / "csv"
   data.mkdir()
   rows = ["review,stars"] + [f"{'great fun' if i % 2 else 'dull and slow'} take {i},{i % 2}"
                              for i in range(16)]
   for split in ("train", "dev", "test"):
     (data / f"{split}.csv").write_text("\n".join(rows) + "\n")
-  config_file = tmp_path / "albert_config.json"
-  garden["config"].to_json_file(config_file)
   run_classifier(ClassifierOptions(
       task_name="csv", data_dir=str(data), output_dir=str(tmp_path / "out"),
-      albert_config_file=str(config_file), spm_model_file=str(SPM),
-      init_checkpoint=garden["encoder"], do_train=True, max_seq_length=16, train_batch_size=8,
+      **huggingface.start_defaults({"init_checkpoint": garden["hub"], "albert_config_file": None,
+                        "spm_model_file": None, "vocab_file": None, "do_lower_case": True}),
+      do_train=True, max_seq_length=16, train_batch_size=8,
       train_step=2, save_checkpoints_steps=2, iterations_per_loop=2, learning_rate=1e-5,
       log_every_seconds=0, csv_options=dict(text_a_column="review", label_column="stars")))
   # Two small steps from Model Garden's weights: still theirs, not a fresh initialisation.
   started = AlbertEncoder(garden["config"])
   load_checkpoint(started, tmp_path / "out")
   original = AlbertEncoder(garden["config"])
-  load_checkpoint(original, garden["encoder"])
+  load_checkpoint(original, garden["hub"])
   trained = started.embedding_layer.position_embeddings.numpy()
   np.testing.assert_allclose(trained, original.embedding_layer.position_embeddings.numpy(),
                              atol=1e-3)

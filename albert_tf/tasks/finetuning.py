@@ -13,6 +13,7 @@ import tensorflow as tf
 from albert_tf import files
 from albert_tf import tokenization
 from albert_tf.config import AlbertConfig
+from albert_tf.interop import sources
 from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.option_fields import option
 from albert_tf.tasks import distillation
@@ -50,8 +51,7 @@ class FineTuningTask(Task):
     o = options
     check_options(o)
     self.options = o
-    self.config_file = o.albert_config_file
-    self.config = AlbertConfig.from_json_file(o.albert_config_file)
+    self.config_file, self.config = _model_config(o)
     self.distill = getattr(o, "distill", None)
     if self.distill is not None and not self.distill.enabled:
       self.distill.check_teacher_given()
@@ -139,6 +139,22 @@ class FineTuningTask(Task):
     logger.warning("no --init_checkpoint or --albert_hub_module_handle: starting from random "
                    "weights")
     return None
+
+
+def _model_config(options):
+  """(where the config came from, AlbertConfig): --albert_config_file, else the config that the
+  starting point carries without a file of its own (a TF Hub SavedModel's Keras metadata)."""
+  if options.albert_config_file:
+    return options.albert_config_file, AlbertConfig.from_json_file(options.albert_config_file)
+  start = options.albert_hub_module_handle or options.init_checkpoint
+  fmt = sources.detect(os.fspath(start)) if start else None
+  if fmt:
+    config = sources.read(os.fspath(start), fmt, with_arrays=False).config
+    if config is not None:
+      return start, AlbertConfig.from_dict(config, source=start)
+  raise ValueError("--albert_config_file is needed" + (
+      f": {start} does not carry the model's config" if start else
+      " (or an --init_checkpoint that carries the model's config)"))
 
 
 def check_export_dir(export_dir):
