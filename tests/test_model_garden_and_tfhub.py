@@ -365,6 +365,13 @@ def test_a_config_that_does_not_fit_the_weights_is_refused_naming_the_variable(g
   message = f"num_attention_heads=4.*'{QUERY}' of {re.escape(str(beside))}"
   with pytest.raises(CheckpointError, match=message):
     sources.read(beside)
+  # And against a config given for an artifact that carries none (--albert_config_file).
+  four_heads = AlbertEncoder(garden["config"].replace(num_attention_heads=4))
+  for artifact in (garden["encoder"], garden["hub"]):
+    message = (f"{re.escape(str(artifact))}\\S*: its attention weights are split into 2 "
+               "heads, but the model's config says num_attention_heads=4")
+    with pytest.raises(CheckpointError, match=message):
+      load_checkpoint(four_heads, artifact)
 
 
 def test_a_bert_hub_encoder_is_refused_naming_file_and_variable(tmp_path):

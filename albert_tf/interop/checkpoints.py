@@ -466,9 +466,16 @@ def _assign_arrays(model, arrays, path, fmt, unused=(), init_from_group0=False,
 def _load_foreign(model, weights, init_from_group0=False):
   """Weights of another library's artifact (`sources.ForeignWeights`), by the original's
   names."""
-  if layout_of(find_encoder(model)) == "brightmart":
+  encoder = find_encoder(model)
+  if layout_of(encoder) == "brightmart":
     raise CheckpointError(f"{weights.path} holds Google's layout, but the model was built with "
                           f"{_LAYOUT_NAMES['brightmart']}; use the artifact's own config")
+  heads = weights.num_attention_heads
+  if heads is not None and encoder.config.num_attention_heads != heads:
+    raise CheckpointError(
+        f"{weights.path}: its attention weights are split into {heads} heads, but the model's "
+        f"config says num_attention_heads={encoder.config.num_attention_heads} (the outputs "
+        "would be wrong without an error): use the artifact's own config")
   return _assign_arrays(model, weights.arrays, weights.path, weights.format, weights.unused,
                         init_from_group0)
 

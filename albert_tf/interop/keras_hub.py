@@ -115,7 +115,8 @@ def read(path, with_arrays=True):
   weights = sources.ForeignWeights(
       format=FORMAT, path=path, arrays={}, config=config,
       spm_model_file=spm_model_file if os.path.isfile(spm_model_file) else None,
-      do_lower_case=False, head=head, config_file=config_path)
+      do_lower_case=False, head=head, config_file=config_path,
+      num_attention_heads=config.get("num_attention_heads"))
   if not with_arrays:
     return weights
   keras_config = dict(config_formats.KERAS_HUB_DEFAULTS, **values["config"])

@@ -296,7 +296,8 @@ def read(path, with_arrays=True):
   if config is not None:
     check_config(AlbertConfig.from_dict(config), named, prefix, config_file)
   return sources.ForeignWeights(FORMAT, prefix, arrays if with_arrays else {}, config,
-                                spm_model_file, vocab_file, None, unused, None, config_file)
+                                spm_model_file, vocab_file, None, unused, None, config_file,
+                                num_attention_heads=heads_of(named))
 
 
 # --- writing ----------------------------------------------------------------------------------

@@ -47,6 +47,10 @@ class ForeignWeights:
   unused: list = dataclasses.field(default_factory=list)
   head: str = None
   config_file: str = None
+  # The head count the attention weights are split into, where the artifact's shapes say it
+  # ([H, heads, head_size]): the one fact of the config that the original's [H, H] shapes
+  # cannot check, so a config given with another one is refused when loading.
+  num_attention_heads: int = None
 
 
 @dataclasses.dataclass

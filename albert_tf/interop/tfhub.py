@@ -214,7 +214,8 @@ def read(path, with_arrays=True):
   elif _LOWER_CASE_KEY in shape_map:
     do_lower_case = bool(reader.get_tensor(_LOWER_CASE_KEY))
   return sources.ForeignWeights(FORMAT, path, arrays if with_arrays else {}, config,
-                                spm_model_file, vocab_file, do_lower_case, unused)
+                                spm_model_file, vocab_file, do_lower_case, unused,
+                                num_attention_heads=model_garden.heads_of(named))
 
 
 sources.register(FORMAT, DESCRIPTION, detect, read)
