@@ -29,11 +29,13 @@ class FineTuningOptions(TrainingOptions):
   """The flags every fine-tuning job shares: the model's starting point and the vocabulary.
   Each job declares its own do_predict and export_dir (what they write is the job's)."""
   init_checkpoint: str = option(
-      None, "Starting weights: our checkpoint, an original TF1 one (albert_zh too), or a Hugging "
-      "Face ALBERT directory (config.json + model.safetensors; its config and tokenizer files "
-      "are used unless given).")
+      None, "Starting weights: our checkpoint, an original TF1 one (albert_zh too), a Hugging "
+      "Face ALBERT directory, a TF1 or TF2 Hub model, a Model Garden checkpoint or a keras-hub "
+      "preset (the README's table; a config and tokenizer it carries are used unless given).")
   albert_hub_module_handle: str = option(
-      None, "Local path of an encoder SavedModel (export_savedmodel.py) to start from.")
+      None, "Local path of a TF1 Hub module (the original's run_glue.sh: TF Hub "
+      "google/albert_base/1-2, extracted) or of an encoder SavedModel (export_savedmodel.py) to "
+      "start from.")
   spm_model_file: str = option(None, "SentencePiece model (ALBERT's English models).")
   vocab_file: str = option(
       None, "WordPiece vocab.txt when no --spm_model_file (albert_zh's Chinese models).")
