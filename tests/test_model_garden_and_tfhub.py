@@ -26,6 +26,7 @@ from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
 from albert_tf.tokenization import FullTokenizer
+from albert_tf.training.run import Run
 from albert_tf.tokenization.tokenizer import preprocess_text
 from albert_tf.tokenization.in_graph import InGraphTokenizer
 from conftest import ROOT, SHARED_DATA
@@ -306,6 +307,21 @@ def test_run_classifier_starts_from_a_tfhub_savedmodel_alone(garden, tmp_path):
   trained = started.embedding_layer.position_embeddings.numpy()
   np.testing.assert_allclose(trained, original.embedding_layer.position_embeddings.numpy(),
                              atol=1e-3)
+  # A Model Garden checkpoint starts the same job (its config given): the run's model starts
+  # from its weights, every encoder weight of it loaded.
+  config_file = tmp_path / "albert_config.json"
+  garden["config"].to_json_file(config_file)
+  run = Run(ClassificationTask(ClassifierOptions(
+      task_name="csv", data_dir=str(data), output_dir=str(tmp_path / "from_garden"),
+      albert_config_file=str(config_file), spm_model_file=str(SPM),
+      init_checkpoint=garden["encoder"], do_train=True, max_seq_length=16, train_batch_size=8,
+      train_step=2, csv_options=dict(text_a_column="review", label_column="stars"))))
+  run.loop.restore_or_initialize()
+  assert run.loop.untrained.startswith(garden["encoder"])  # only the classifier head is new
+  garden_encoder = AlbertEncoder(garden["config"])
+  load_checkpoint(garden_encoder, garden["encoder"])
+  for ours, theirs in zip(run.loop.model.encoder.weights, garden_encoder.weights):
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
 # --- bad inputs ---------------------------------------------------------------------------------
