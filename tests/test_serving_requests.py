@@ -227,7 +227,10 @@ def test_empty_contexts_get_the_empty_answer_and_empty_questions_an_answer(squad
                       {"question": ["Who?", "Who?", ""], "context": ["", " \t\n", "Tom wrote."]})
   assert out["answer"][:2].tolist() == [b"", b""]
   assert out["start"][:2].tolist() == out["end"][:2].tolist() == [-1, -1]
-  assert out["answer"][2] != b""
+  # An empty question is answered, not refused: with this random model, a span of the context
+  # or, when every top candidate points outside it (the v1 rule), the empty answer at -1.
+  answer, start, end = out["answer"][2], int(out["start"][2]), int(out["end"][2])
+  assert (answer == "Tom wrote."[start:end].encode()) if start >= 0 else (answer, end) == (b"", -1)
 
 
 def test_empty_race_texts_are_scored(race_export):
