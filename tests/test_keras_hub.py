@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
+from albert_tf.export.bundle import export_bundle
 from albert_tf.interop import checkpoints, convert, huggingface, sources
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
@@ -286,6 +287,16 @@ def test_backbone_outputs_equal_keras_hubs(keras_hub_presets, tmp_path):
   ours = _ours(encoder)
   for key in ("sequence_output", "pooled_output"):
     _close(ours[key], theirs[key])
+  # export_savedmodel.py takes the preset as its --checkpoint (and its config.json): the
+  # exported encoder answers as keras-hub does.
+  paths = export_bundle(os.path.join(preset, "config.json"), preset, str(tmp_path / "bundle"),
+                        max_seq_length=16)
+  ids, segments, mask = _inputs()
+  served = tf.saved_model.load(paths["encoder"]).signatures["serving_default"](
+      input_word_ids=tf.constant(ids), input_mask=tf.constant(mask),
+      input_type_ids=tf.constant(segments))
+  for key in ("sequence_output", "pooled_output"):
+    _close(served[key], theirs[key])
   # A wrong name map is caught: the same preset with query and key swapped.
   swapped = tmp_path / "swapped"
   shutil.copytree(preset, swapped)
