@@ -74,6 +74,30 @@ def float32_atol(reference, terms, ulps=4):
   return ulps * float(np.spacing(np.float32(np.max(np.abs(reference))))) * terms
 
 
+def randomised(model, seed):
+  """`model` with distinct non-trivial values everywhere (biases and LayerNorm betas too, gammas
+  around 1), so that a weight mapped to the wrong place changes the outputs."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for i, variable in enumerate(model.variables):
+    variable.assign(tf.random.stateless_normal(variable.shape, [seed, i]) * 0.2
+                    + (1.0 if "gamma" in variable.name else 0.0))
+  return model
+
+
+def encoder_inputs(vocab_size, batch=2, seq=9, seed=3, lowest_id=4):
+  """The encoder's three int32 inputs: random ids from `lowest_id` on, the second row padded
+  after 6 tokens, segment 1 from position 4."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  mask = np.ones((batch, seq), np.int32)
+  mask[1, 6:] = 0
+  return {"input_word_ids": tf.constant(rng.integers(lowest_id, vocab_size, (batch, seq)) * mask,
+                                        tf.int32),
+          "input_mask": tf.constant(mask),
+          "input_type_ids": tf.constant((np.arange(seq)[None] >= 4) * mask, tf.int32)}
+
+
 def encode_with_masks_python(tokenizer, text):
   """The Python side of the fill-mask export's `encode_with_masks`: the ids of `text`, each
   literal [MASK] as the mask id, the text between them tokenized piece by piece."""

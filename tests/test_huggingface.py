@@ -22,6 +22,8 @@ from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.tasks.distillation import DistillOptions, teacher_config
 from albert_tf.tasks.ner import NerOptions
 from conftest import ROOT, SHARED_DATA
+from conftest import encoder_inputs as _inputs
+from conftest import randomised as _randomised
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 GROUPS, INNER = 2, 2
@@ -31,24 +33,6 @@ GROUPS, INNER = 2, 2
 def config():
   return AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
       vocab_size=120, num_hidden_groups=GROUPS, inner_group_num=INNER, num_hidden_layers=2)
-
-
-def _randomised(model, seed):
-  """Non-trivial values everywhere (biases and LayerNorm betas too), distinct per variable."""
-  for i, variable in enumerate(model.variables):
-    variable.assign(tf.random.stateless_normal(variable.shape, [seed, i]) * 0.2
-                    + (1.0 if "gamma" in variable.name else 0.0))
-  return model
-
-
-def _inputs(vocab_size, batch=2, seq=9):
-  rng = np.random.default_rng(3)
-  mask = np.ones((batch, seq), np.int32)
-  mask[1, 6:] = 0
-  return {"input_word_ids": tf.constant(rng.integers(4, vocab_size, (batch, seq)) * mask,
-                                        tf.int32),
-          "input_mask": tf.constant(mask),
-          "input_type_ids": tf.constant((np.arange(seq)[None] >= 4) * mask, tf.int32)}
 
 
 def _hf_state_dict(model):

@@ -29,30 +29,17 @@ from albert_tf.tokenization import FullTokenizer
 from albert_tf.training.run import Run
 from albert_tf.tokenization.tokenizer import preprocess_text
 from albert_tf.tokenization.in_graph import InGraphTokenizer
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, encoder_inputs
+from conftest import randomised as _randomised
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 QUERY = "transformer/self_attention/query/kernel"
 KEY = "transformer/self_attention/key/kernel"
 
 
-def _randomised(model, seed):
-  """Distinct non-trivial values everywhere (biases and LayerNorm betas too)."""
-  for i, variable in enumerate(model.variables):
-    variable.assign(tf.random.stateless_normal(variable.shape, [seed, i]) * 0.2
-                    + (1.0 if "gamma" in variable.name else 0.0))
-  return model
-
-
 def _inputs(vocab_size, batch=2, seq=9):
-  rng = np.random.default_rng(5)
-  mask = np.ones((batch, seq), np.int32)
-  mask[1, 6:] = 0
-  return {"input_word_ids": tf.constant(rng.integers(5, vocab_size, (batch, seq)) * mask,
-                                        tf.int32),
-          "input_mask": tf.constant(mask),
-          "input_type_ids": tf.constant((np.arange(seq)[None] >= 4) * mask, tf.int32),
-          "masked_lm_positions": tf.constant([[1, 3, 5], [0, 2, 4]], tf.int32)}
+  return dict(encoder_inputs(vocab_size, batch, seq, seed=5, lowest_id=5),
+              masked_lm_positions=tf.constant([[1, 3, 5], [0, 2, 4]], tf.int32))
 
 
 def _encoder_inputs(inputs):
