@@ -196,7 +196,7 @@ def _config_for(fmt, path, albert_config_file):
   if albert_config_file:
     return AlbertConfig.from_json_file(albert_config_file)
   if fmt in FOREIGN_FORMATS:
-    config = sources.read(path, fmt).config
+    config = sources.read(path, fmt, with_arrays=False).config
     if config is None:
       raise ValueError(f"--albert_config_file is needed for --from={fmt}: {path} does not carry "
                        "the model's config (the albert_config.json of the model it was made from)")
