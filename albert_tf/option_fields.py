@@ -27,14 +27,25 @@ def option(default=None, help=None, *, choices=None, bound=None, flag=None):
 
   help: the flag's help text (none: the field is not a flag).
   choices: the values the flag takes (an enum flag).
-  bound: what a value must be to mean anything: ">= 1", "> 0", "in [0, 1]" or "in [0, 1)";
-    None, "not given", always passes (`check_options`).
+  bound: what a value must be to mean anything: ">= 1", "> 0", "in [0, 1]", "in [0, 1)" or
+    VERSION; None, "not given", always passes (`check_options`).
   flag: the flag's name where it differs from the field's (distillation's `temperature` is
     --distill_temperature).
   """
   metadata = dict(help=help, choices=tuple(choices) if choices else None, bound=bound, flag=flag)
   return dataclasses.field(default=default,
                            metadata={k: v for k, v in metadata.items() if v is not None})
+
+
+# The bound of a TF Serving version flag (`--export_version`).
+VERSION = "a positive integer or auto"
+
+
+def is_version(value):
+  """Whether `value` names a TF Serving version folder: a positive integer, or "auto" (the next
+  after the highest present)."""
+  text = str(value).strip()
+  return text == "auto" or (text.isdigit() and int(text) >= 1)
 
 
 def sequence_length(default, help, at_least=None):

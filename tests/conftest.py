@@ -200,4 +200,41 @@ def race_export(tmp_path_factory):
   return _loaded(model, export_multiple_choice(
       model, str(tmp_path_factory.mktemp("race") / "export"), spm_model_file=str(SPM_MODEL),
       max_seq_length=64, max_qa_length=16))
+
+
+@pytest.fixture(scope="session")
+def encoder_export(tmp_path_factory):
+  """A tiny pretrainer's encoder export (any length up to 64)."""
+  from albert_tf import AlbertPretrainer
+  from albert_tf.export.encoder import export_encoder
+  model = AlbertPretrainer(_tiny_config())
+  return _loaded(model, export_encoder(model, str(tmp_path_factory.mktemp("enc") / "export")))
+
+
+@pytest.fixture(scope="session")
+def squad_export(tmp_path_factory):
+  """A tiny SQuAD model's export: 48 tokens, stride 16, questions of at most 12."""
+  from albert_tf.export.squad_serving import export_squad
+  from albert_tf.modeling.squad import AlbertSquad
+  model = AlbertSquad(_tiny_config())
+  return _loaded(model, export_squad(
+      model, str(tmp_path_factory.mktemp("squad") / "export"), spm_model_file=str(SPM_MODEL),
+      max_seq_length=48, doc_stride=16, max_query_length=12))
+
+
+NER_LABELS = ["O", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
+
+
+def ner_tagger_export(folder, use_crf):
+  """A tiny NER model's export (NER_LABELS; 16 tokens, stride 6) under `folder`."""
+  from albert_tf.export.ner_serving import export_ner
+  from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+  model = AlbertTokenClassifier(_tiny_config(), NER_LABELS, use_crf=use_crf)
+  return _loaded(model, export_ner(model, str(folder / "export"), spm_model_file=str(SPM_MODEL),
+                                   max_seq_length=16, doc_stride=6))
+
+
+@pytest.fixture(scope="session")
+def ner_export(tmp_path_factory):
+  return ner_tagger_export(tmp_path_factory.mktemp("ner"), use_crf=False)
 # pylint: enable=g-import-not-at-top

@@ -2,6 +2,7 @@
 input."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -48,8 +49,12 @@ def lines(path):
 
 
 def test_real_data_sst2_writes_every_output(cache, tmp_path):
+  # Exported as TF Serving's version 1 of a model "serving" (--export_version=auto).
   results = run_classifier(opts("sst-2", tmp_path, cache, do_predict=True,
-                                export_dir=str(tmp_path / "serving"), tflite_quantize=True))
+                                export_dir=str(tmp_path / "models" / "serving"),
+                                export_version="auto", tflite_quantize=True))
+  assert os.listdir(tmp_path / "models" / "serving") == ["1"]
+  os.rename(tmp_path / "models" / "serving" / "1", tmp_path / "serving")
   serving = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
   assert serving(text_a=tf.constant(["a fine film"]))["label_names"].numpy()[0] in (b"0", b"1")
   # The export is a distillation teacher (ids -> logits) and has an int8 TFLite twin: both

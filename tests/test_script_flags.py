@@ -61,9 +61,10 @@ def dumped():
 # Flags added since e45fe7a, by the scripts that have them (each option of TrainingOptions is a
 # flag of every training script).
 TRAINING_SCRIPTS = ("run_pretraining", "run_classifier", "run_squad", "run_race", "run_ner")
-ADDED = {"allow_untrained": TRAINING_SCRIPTS}  # issue 43
-# Flags whose help changed since, with words the new help must hold (the rest must not change).
 FINE_TUNING_SCRIPTS = TRAINING_SCRIPTS[1:]
+ADDED = {"allow_untrained": TRAINING_SCRIPTS,  # issue 43
+         "export_version": FINE_TUNING_SCRIPTS + ("export_savedmodel",)}  # issue 45
+# Flags whose help changed since, with words the new help must hold (the rest must not change).
 HELP_CHANGED = {"init_checkpoint": (FINE_TUNING_SCRIPTS, "keras-hub"),  # issue 44
                 "albert_hub_module_handle": (FINE_TUNING_SCRIPTS, "TF1 Hub module")}
 

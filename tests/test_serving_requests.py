@@ -13,21 +13,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.export.encoder import export_encoder
-from albert_tf.export.ner_serving import export_ner
 from albert_tf.export import requests
 from albert_tf.export.preprocessing import save_preprocessing_model
-from albert_tf.export.squad_serving import export_squad
-from albert_tf.modeling.squad import AlbertSquad
-from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.tokenization import FullTokenizer
-from conftest import ROOT, SPM_MODEL
+from conftest import SPM_MODEL, ner_tagger_export
 from serving_requests import (assert_other_dtype_refused, assert_rejected, empty_request,
                               run_both_ways)
 
 SPM = str(SPM_MODEL)
-CONFIG = ROOT / "configs" / "tiny.json"
 IDS = {"input_word_ids": [[2, 9, 3]], "input_mask": [[1, 1, 1]], "input_type_ids": [[0, 0, 0]]}
 TEXT = ["EU rejects German call to boycott British lamb ."]
 # Every signature of every export, with a request it answers.
@@ -48,14 +41,6 @@ REQUESTS = {
     ("ner", "serving_default"): {"text": TEXT},
     ("ner_crf", "serving_default"): {"text": TEXT},
 }
-NER_LABELS = ["O", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
-
-
-@pytest.fixture(scope="module")
-def encoder_export(tmp_path_factory):
-  model = AlbertPretrainer(AlbertConfig.from_json_file(CONFIG))
-  export_dir = export_encoder(model, str(tmp_path_factory.mktemp("encoder") / "export"))
-  return model, export_dir, tf.saved_model.load(export_dir)
 
 
 @pytest.fixture(scope="module")
@@ -66,30 +51,8 @@ def preprocessing_export(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def squad_export(tmp_path_factory):
-  model = AlbertSquad(AlbertConfig.from_json_file(CONFIG))
-  export_dir = export_squad(model, str(tmp_path_factory.mktemp("squad") / "export"),
-                            spm_model_file=SPM, max_seq_length=48, doc_stride=16,
-                            max_query_length=12)
-  return model, export_dir, tf.saved_model.load(export_dir)
-
-
-def _ner_export(folder, use_crf):
-  model = AlbertTokenClassifier(AlbertConfig.from_json_file(CONFIG), NER_LABELS,
-                                use_crf=use_crf)
-  export_dir = export_ner(model, str(folder / "export"), spm_model_file=SPM, max_seq_length=16,
-                          doc_stride=6)
-  return model, export_dir, tf.saved_model.load(export_dir)
-
-
-@pytest.fixture(scope="module")
-def ner_export(tmp_path_factory):
-  return _ner_export(tmp_path_factory.mktemp("ner"), use_crf=False)
-
-
-@pytest.fixture(scope="module")
 def ner_crf_export(tmp_path_factory):
-  return _ner_export(tmp_path_factory.mktemp("ner_crf"), use_crf=True)
+  return ner_tagger_export(tmp_path_factory.mktemp("ner_crf"), use_crf=True)
 
 
 def _export(request, kind):

@@ -6,10 +6,11 @@ import os
 
 from albert_tf import files
 from albert_tf.config import AlbertConfig
+from albert_tf.export import layout
 from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.option_fields import option, sequence_length
+from albert_tf.option_fields import VERSION, option, sequence_length
 from albert_tf.training.options import check_sequence_length
 from albert_tf.training.precision import precision_policy
 
@@ -44,6 +45,10 @@ class BundleOptions:
       "float32", "Compute dtype of the exported models: bfloat16 for CPUs with AVX512_BF16 / "
       "AMX and for GPUs (weights stay float32; inputs and outputs are unchanged).",
       choices=SERVING_DTYPES)
+  export_version: str = option(
+      None, "Write TF Serving's layout: each SavedModel as --export_dir/<model>/<version>/ "
+      "(other files in the encoder version's assets.extra/), earlier versions kept: a positive "
+      "integer, or auto for the next after the highest present.", bound=VERSION)
 
 
 def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
@@ -62,7 +67,9 @@ def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
 
   `export_dir` is replaced as a whole: the bundle is written into a sibling temporary folder
   and renamed into place, so no model of a previous export survives beside the new ones, and
-  a failed or killed export leaves the previous bundle as it was.
+  a failed or killed export leaves the previous bundle as it was. With `export_version`, it is
+  a TF Serving model base instead: each SavedModel goes to `<name>/<version>/` beside the
+  versions already there (`_into_versions`), never replacing one.
   """
   o = BundleOptions(albert_config_file, checkpoint, export_dir, **settings)
   if o.serving_dtype not in SERVING_DTYPES:
@@ -73,9 +80,12 @@ def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
   config = AlbertConfig.from_json_file(albert_config_file)
   check_sequence_length(o.max_seq_length, config)
   export_dir = os.path.normpath(os.fspath(export_dir))
+  version = layout.parse_version(o.export_version)
   if os.path.exists(export_dir) and not os.path.isdir(export_dir):
     raise NotADirectoryError(f"--export_dir={export_dir} exists and is not a directory")
-  if os.path.isdir(export_dir):
+  if version is not None:
+    version = _bundle_version(export_dir, version)
+  elif os.path.isdir(export_dir):
     foreign = sorted(set(os.listdir(export_dir)) - set(BUNDLE_ENTRIES))
     if foreign:  # Replacing the folder would delete them: never lose what export did not write.
       raise FileExistsError(
@@ -89,17 +99,77 @@ def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
   report = load_checkpoint(model, checkpoint)
   if report.missing:
     logger.warning("not in the checkpoint (left as initialised): %s", report.missing)
-  files.remove_interrupted(paths=[target])  # what killed exports left beside it
-  # Written into a temporary sibling that replaces the whole folder when complete; a failure
-  # (KeyboardInterrupt too) removes it and leaves the previous bundle as it was.
-  with files.atomic_path(target) as tmp_dir:
-    written = _write_bundle(model, report.restored(model.masked_lm.variables), tmp_dir,
-                            o.spm_model_file, o.vocab_file, o.do_lower_case, o.max_seq_length,
-                            o.tflite or o.tflite_quantize, o.tflite_quantize, o.jit_compile)
-  paths = {name: os.path.join(export_dir, os.path.relpath(path, tmp_dir))
-           for name, path in written.items()}
+  def write(folder):
+    return _write_bundle(model, report.restored(model.masked_lm.variables), folder,
+                         o.spm_model_file, o.vocab_file, o.do_lower_case, o.max_seq_length,
+                         o.tflite or o.tflite_quantize, o.tflite_quantize, o.jit_compile)
+
+  if version is not None:
+    paths = _export_version(write, target, version)
+  else:
+    files.remove_interrupted(paths=[target])  # what killed exports left beside it
+    # Written into a temporary sibling that replaces the whole folder when complete; a failure
+    # (KeyboardInterrupt too) removes it and leaves the previous bundle as it was.
+    with files.atomic_path(target) as tmp_dir:
+      written = write(tmp_dir)
+    paths = {name: os.path.join(export_dir, os.path.relpath(path, tmp_dir))
+             for name, path in written.items()}
   for name, path in paths.items():
     logger.info("exported %s: %s", name, path)
+  return paths
+
+
+def _bundle_version(export_dir, version):
+  """The version the bundle's models are written as: `version`, or for "auto" the next after
+  the highest of any of them; one already present is refused before any work."""
+  if version == "auto":
+    present = [v for name in BUNDLE_ENTRIES for v in layout.versions(os.path.join(export_dir, name))]
+    version = max(present, default=0) + 1
+  for name in BUNDLE_ENTRIES:
+    path = os.path.join(export_dir, name, str(version))
+    if os.path.exists(path):
+      raise FileExistsError(f"--export_version={version}: {path} exists (a served version is "
+                            "never replaced; give a new version or auto)")
+  return version
+
+
+def _export_version(write, export_dir, version):
+  """`write`s the bundle into a temporary folder inside `export_dir`, then places its models
+  as `version` (`_into_versions`); a failure or a kill leaves only that temporary, which the
+  next export removes."""
+  files.remove_interrupted(paths=[os.path.join(export_dir, "bundle")])
+  written_dir = files.temporary_name(os.path.join(export_dir, "bundle"))
+  os.makedirs(export_dir, exist_ok=True)
+  try:
+    return _into_versions(written_dir, export_dir, version, write(written_dir))
+  except BaseException:
+    files.remove_quietly(written_dir)
+    raise
+
+
+def _into_versions(written_dir, export_dir, version, written):
+  """Renames each SavedModel of the complete bundle `written_dir` to
+  `export_dir/<name>/<version>` (one rename each: a model server never sees a half-written
+  version), its other files first moved into the encoder's assets.extra/ (which model servers
+  do not read). `written`: {key: path under written_dir}; returns {key: final path}."""
+  extra = os.path.join("encoder", str(version), "assets.extra")
+  placed = {top: os.path.join(top, str(version))
+            if os.path.exists(os.path.join(written_dir, top, layout.SAVED_MODEL))
+            else os.path.join(extra, top) for top in os.listdir(written_dir)}
+  for top, path in placed.items():
+    if path.startswith(extra):
+      os.makedirs(os.path.join(written_dir, "encoder", "assets.extra"), exist_ok=True)
+      os.rename(os.path.join(written_dir, top),
+                os.path.join(written_dir, "encoder", "assets.extra", top))
+  for top, path in sorted(placed.items()):
+    if not path.startswith(extra):
+      os.makedirs(os.path.join(export_dir, top), exist_ok=True)
+      os.rename(os.path.join(written_dir, top), os.path.join(export_dir, path))
+  os.rmdir(written_dir)
+  paths = {}
+  for key, path in written.items():
+    top, _, rest = os.path.relpath(path, written_dir).partition(os.sep)
+    paths[key] = os.path.join(export_dir, placed[top], rest).rstrip(os.sep)
   return paths
 
 

@@ -4,6 +4,7 @@ built from the model the run trained."""
 import logging
 import os
 
+from albert_tf.export import layout
 from albert_tf.export.ner_serving import export_ner
 from albert_tf.export.race_serving import export_multiple_choice
 from albert_tf.export.squad_serving import export_squad
@@ -33,11 +34,12 @@ EXPORTERS = {
 
 def export_task(task, model, export_dir=None):
   """Writes the serving SavedModel `task` describes, of `model`, to `export_dir` (default: the
-  task's --export_dir); returns its path."""
+  task's --export_dir; under it, in a version folder with --export_version); returns its path."""
   serving = task.serving()
   if serving is None:
     raise ValueError(f"{type(task).__name__} has no serving model to export")
   export_dir = export_dir or task.options.export_dir
+  export_dir = layout.version_path(export_dir, getattr(task.options, "export_version", None))
   what, write = EXPORTERS[serving.kind]
   path = write(model, export_dir, **serving.settings)
   logger.info("Exported the serving model (%s) to %s", what, path)

@@ -15,7 +15,7 @@ from albert_tf import tokenization
 from albert_tf.config import AlbertConfig
 from albert_tf.interop import sources
 from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
-from albert_tf.option_fields import option
+from albert_tf.option_fields import VERSION, option
 from albert_tf.tasks import distillation
 from albert_tf.training.optimization import layerwise_lr_multipliers
 from albert_tf.training.options import TrainingOptions, check_options, check_sequence_length
@@ -42,6 +42,10 @@ class FineTuningOptions(TrainingOptions):
   do_lower_case: bool = option(True, "Lowercase the input.")
   do_train: bool = option(False, "Train.")
   predict_batch_size: int = option(8, "Predict batch.", bound=">= 1")
+  export_version: str = option(
+      None, "Write the export as --export_dir/<version>/ (TF Serving's layout, served as it is "
+      "by TF Serving or serve.py): a positive integer, or auto for the next after the highest "
+      "present. Without it the export is --export_dir itself.", bound=VERSION)
 
 
 class FineTuningTask(Task):

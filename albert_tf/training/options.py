@@ -3,6 +3,7 @@ refuses values which cannot mean anything, naming the flag."""
 
 import dataclasses
 
+from albert_tf import option_fields
 from albert_tf.option_fields import declaration, flag_name, option
 from albert_tf.training.precision import PRECISIONS
 
@@ -56,7 +57,9 @@ class TrainingOptions:
 
 
 def _allows(rule, value):
-  """Whether `value` meets `rule`: ">= 1", "> 0", "in [0, 1]" or "in [0, 1)"."""
+  """Whether `value` meets `rule`: ">= 1", "> 0", "in [0, 1]", "in [0, 1)" or VERSION."""
+  if rule == option_fields.VERSION:
+    return option_fields.is_version(value)
   if rule.startswith("in "):
     low, high = (float(x) for x in rule[4:-1].split(","))
     return low <= value and (value < high if rule.endswith(")") else value <= high)
