@@ -118,3 +118,17 @@ def run_both_ways(export_dir, loaded, signature, request):
     else:
       np.testing.assert_array_equal(session[key], value, err_msg=key)
   return eager
+
+
+def serialized_example(**features):
+  """A serialized tf.train.Example: each feature a bytes_list of its values (a str is one
+  value; a list, several), or an int64_list where the values are ints."""
+  feature = {}
+  for name, values in features.items():
+    values = [values] if isinstance(values, (str, int)) else list(values)
+    if values and isinstance(values[0], int):
+      feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    else:
+      feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(
+          value=[v.encode("utf-8") for v in values]))
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()

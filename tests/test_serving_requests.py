@@ -6,7 +6,8 @@ an empty batch has empty outputs, and empty texts are answered as `--do_predict`
 or named where the export's rule refuses them.
 
 The exports are tiny (configs/tiny.json, the real SentencePiece model), one of each kind;
-fill_mask, classifier and RACE are conftest.py's, shared with their packing tests.
+all but the encoder and preprocessing are conftest.py's, shared with the tests of what they
+compute.
 """
 
 import numpy as np
@@ -15,16 +16,12 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export.encoder import export_encoder
-from albert_tf.export.ner_serving import export_ner
 from albert_tf.export import requests
 from albert_tf.export.preprocessing import save_preprocessing_model
-from albert_tf.export.squad_serving import export_squad
-from albert_tf.modeling.squad import AlbertSquad
-from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.tokenization import FullTokenizer
 from conftest import ROOT, SPM_MODEL
 from serving_requests import (assert_other_dtype_refused, assert_rejected, empty_request,
-                              run_both_ways)
+                              run_both_ways, serialized_example)
 
 SPM = str(SPM_MODEL)
 CONFIG = ROOT / "configs" / "tiny.json"
@@ -41,14 +38,24 @@ REQUESTS = {
     ("classifier", "serving_default"): {"text_a": ["a gripping film"]},
     ("classifier", "text_pair"): {"text_a": ["a gripping film"], "text_b": ["it was"]},
     ("classifier", "encoded"): IDS,
+    ("classifier", "serve_examples"): {"examples": [serialized_example(
+        text_a="a gripping film", text_b="it was")]},
+    ("classifier", "embed"): {"text": ["a gripping film"]},
+    ("embed", "serving_default"): {"text": ["a gripping film"]},
     ("squad", "serving_default"): {"question": ["Who wrote it?"], "context": ["Tom wrote it."]},
+    ("squad", "serve_examples"): {"examples": [serialized_example(
+        question="Who wrote it?", context="Tom wrote it.")]},
     ("race", "serving_default"): {"article": ["Tom went to the park."],
                                   "question": ["Where did Tom go?"],
                                   "options": [["park", "zoo", "school", "shop"]]},
+    ("race", "serve_examples"): {"examples": [serialized_example(
+        article="Tom went to the park.", question="Where did Tom go?",
+        options=["park", "zoo", "school", "shop"])]},
     ("ner", "serving_default"): {"text": TEXT},
+    ("ner", "serve_examples"): {"examples": [serialized_example(text=TEXT[0])]},
     ("ner_crf", "serving_default"): {"text": TEXT},
+    ("ner_crf", "serve_examples"): {"examples": [serialized_example(text=TEXT[0])]},
 }
-NER_LABELS = ["O", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
 
 
 @pytest.fixture(scope="module")
@@ -65,33 +72,6 @@ def preprocessing_export(tmp_path_factory):
   return None, export_dir, tf.saved_model.load(export_dir)
 
 
-@pytest.fixture(scope="module")
-def squad_export(tmp_path_factory):
-  model = AlbertSquad(AlbertConfig.from_json_file(CONFIG))
-  export_dir = export_squad(model, str(tmp_path_factory.mktemp("squad") / "export"),
-                            spm_model_file=SPM, max_seq_length=48, doc_stride=16,
-                            max_query_length=12)
-  return model, export_dir, tf.saved_model.load(export_dir)
-
-
-def _ner_export(folder, use_crf):
-  model = AlbertTokenClassifier(AlbertConfig.from_json_file(CONFIG), NER_LABELS,
-                                use_crf=use_crf)
-  export_dir = export_ner(model, str(folder / "export"), spm_model_file=SPM, max_seq_length=16,
-                          doc_stride=6)
-  return model, export_dir, tf.saved_model.load(export_dir)
-
-
-@pytest.fixture(scope="module")
-def ner_export(tmp_path_factory):
-  return _ner_export(tmp_path_factory.mktemp("ner"), use_crf=False)
-
-
-@pytest.fixture(scope="module")
-def ner_crf_export(tmp_path_factory):
-  return _ner_export(tmp_path_factory.mktemp("ner_crf"), use_crf=True)
-
-
 def _export(request, kind):
   """(export_dir, loaded) of an export kind, built on first use."""
   _, export_dir, loaded = request.getfixturevalue(f"{kind}_export")
@@ -103,7 +83,7 @@ SIGNATURES = pytest.mark.parametrize("kind, signature", list(REQUESTS),
 
 
 def _is_text(value):
-  return np.asarray(value).dtype.kind == "U"
+  return np.asarray(value).dtype.kind in "US"  # str, or bytes (serialized Examples)
 
 
 @SIGNATURES
