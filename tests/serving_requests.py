@@ -111,13 +111,19 @@ def run_both_ways(export_dir, loaded, signature, request):
   specs = loaded.signatures[signature].structured_input_signature[1]
   session = session_run(export_dir, signature,
                         {k: _feed(v, specs[k]) for k, v in request.items()})
-  assert eager.keys() == session.keys()
-  for key, value in eager.items():
-    if value.dtype.kind == "f":
-      np.testing.assert_allclose(session[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
-    else:
-      np.testing.assert_array_equal(session[key], value, err_msg=key)
+  assert_same_outputs(session, eager)
   return eager
+
+
+def assert_same_outputs(got, want, rtol=1e-5, atol=1e-6):
+  """Two answers ({output key: numpy array}) agree: the same keys, floats within the
+  tolerances, every other value equal."""
+  assert got.keys() == want.keys()
+  for key, value in want.items():
+    if value.dtype.kind == "f":
+      np.testing.assert_allclose(got[key], value, rtol=rtol, atol=atol, err_msg=key)
+    else:
+      np.testing.assert_array_equal(got[key], value, err_msg=key)
 
 
 def serialized_example(**features):

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import SPM_MODEL, sentence_embeddings_python
-from serving_requests import assert_rejected, run, serialized_example, session_run
+from serving_requests import (
+  assert_rejected,
+  assert_same_outputs,
+  run,
+  serialized_example,
+  session_run,
+)
 
 from albert_tf.tokenization import FullTokenizer
 
@@ -22,12 +28,7 @@ def _examples(rows):
 
 
 def _assert_same_answers(got, want):
-  assert got.keys() == want.keys()
-  for key, value in want.items():
-    if value.dtype.kind == "f":
-      np.testing.assert_allclose(got[key], value, rtol=1e-6, atol=1e-7, err_msg=key)
-    else:
-      np.testing.assert_array_equal(got[key], value, err_msg=key)
+  assert_same_outputs(got, want, rtol=1e-6, atol=1e-7)
 
 
 A = ["A gripping, funny film.", "Dull.", "Only a"]
