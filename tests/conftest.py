@@ -110,6 +110,24 @@ def encode_with_masks_python(tokenizer, text):
   return ids
 
 
+def sentence_embeddings_python(encoder, tokenizer, texts, seq):
+  """The Python side of the `embed` signatures: (mean over the mask of sequence_output,
+  pooled_output) in numpy, from the Keras `encoder` on `tokenizer`'s packing of each text
+  alone, padded to `seq`."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.tokenization import encode_pair  # pylint: disable=g-import-not-at-top
+  features = [encode_pair(tokenizer, text, None, seq) for text in texts]
+  mask = np.array([f["input_mask"] for f in features], np.int32)
+  outputs = encoder({"input_word_ids": tf.constant([f["input_ids"] for f in features]),
+                     "input_mask": tf.constant(mask),
+                     "input_type_ids": tf.constant([f["segment_ids"] for f in features])},
+                    training=False)
+  sequence = outputs["sequence_output"].numpy()
+  mean = (sequence * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
+  return mean, outputs["pooled_output"].numpy()
+
+
 BRIGHTMART_FIXTURES = ROOT / "tests" / "fixtures" / "brightmart_zh"
 
 
@@ -153,8 +171,9 @@ def brightmart_tiny_zh(tmp_path_factory):
 
 
 # Tiny raw-text exports (configs/tiny.json, the real SentencePiece model), built once for the
-# tests of their packing (test_task_models.py, test_race_serving.py) and of their requests
-# (test_serving_requests.py): (model, export_dir, loaded).
+# tests of their packing (test_task_models.py, test_race_serving.py), of their requests
+# (test_serving_requests.py) and of their tf.Example and embedding signatures
+# (test_serving_examples.py): (model, export_dir, loaded).
 SPM_MODEL = SHARED_DATA / "sentencepiece" / "spiece.model"
 # pylint: disable=g-import-not-at-top  (TensorFlow is imported by the tests that use them)
 
@@ -212,8 +231,18 @@ def encoder_export(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def embed_export(fill_mask_export, tmp_path_factory):
+  """The sentence-embedding model of fill_mask_export's pretrainer: 32 tokens."""
+  from albert_tf.export.task_models import export_embedding
+  model = fill_mask_export[0]
+  return _loaded(model, export_embedding(
+      model.encoder, str(tmp_path_factory.mktemp("embed") / "export"),
+      spm_model_file=str(SPM_MODEL), max_seq_length=32))
+
+
+@pytest.fixture(scope="session")
 def squad_export(tmp_path_factory):
-  """A tiny SQuAD model's export: 48 tokens, stride 16, questions of at most 12."""
+  """A tiny v1 SQuAD export: 48 tokens, stride 16, questions of 12."""
   from albert_tf.export.squad_serving import export_squad
   from albert_tf.modeling.squad import AlbertSquad
   model = AlbertSquad(_tiny_config())
@@ -225,8 +254,7 @@ def squad_export(tmp_path_factory):
 NER_LABELS = ["O", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
 
 
-def ner_tagger_export(folder, use_crf):
-  """A tiny NER model's export (NER_LABELS; 16 tokens, stride 6) under `folder`."""
+def _ner_export(folder, use_crf):
   from albert_tf.export.ner_serving import export_ner
   from albert_tf.modeling.token_classifier import AlbertTokenClassifier
   model = AlbertTokenClassifier(_tiny_config(), NER_LABELS, use_crf=use_crf)
@@ -236,5 +264,12 @@ def ner_tagger_export(folder, use_crf):
 
 @pytest.fixture(scope="session")
 def ner_export(tmp_path_factory):
-  return ner_tagger_export(tmp_path_factory.mktemp("ner"), use_crf=False)
+  """A tiny NER export (softmax head; ORG and MISC tags): 16 tokens, stride 6."""
+  return _ner_export(tmp_path_factory.mktemp("ner"), use_crf=False)
+
+
+@pytest.fixture(scope="session")
+def ner_crf_export(tmp_path_factory):
+  """ner_export with a CRF head."""
+  return _ner_export(tmp_path_factory.mktemp("ner_crf"), use_crf=True)
 # pylint: enable=g-import-not-at-top

@@ -111,10 +111,30 @@ def run_both_ways(export_dir, loaded, signature, request):
   specs = loaded.signatures[signature].structured_input_signature[1]
   session = session_run(export_dir, signature,
                         {k: _feed(v, specs[k]) for k, v in request.items()})
-  assert eager.keys() == session.keys()
-  for key, value in eager.items():
-    if value.dtype.kind == "f":
-      np.testing.assert_allclose(session[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
-    else:
-      np.testing.assert_array_equal(session[key], value, err_msg=key)
+  assert_same_outputs(session, eager)
   return eager
+
+
+def assert_same_outputs(got, want, rtol=1e-5, atol=1e-6):
+  """Two answers ({output key: numpy array}) agree: the same keys, floats within the
+  tolerances, every other value equal."""
+  assert got.keys() == want.keys()
+  for key, value in want.items():
+    if value.dtype.kind == "f":
+      np.testing.assert_allclose(got[key], value, rtol=rtol, atol=atol, err_msg=key)
+    else:
+      np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def serialized_example(**features):
+  """A serialized tf.train.Example: each feature a bytes_list of its values (a str is one
+  value; a list, several), or an int64_list where the values are ints."""
+  feature = {}
+  for name, values in features.items():
+    values = [values] if isinstance(values, (str, int)) else list(values)
+    if values and isinstance(values[0], int):
+      feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    else:
+      feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(
+          value=[v.encode("utf-8") for v in values]))
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()

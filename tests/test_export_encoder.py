@@ -15,7 +15,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.interop.checkpoints import native_checkpoint
-from conftest import ROOT, SHARED_DATA, encode_with_masks_python
+from conftest import ROOT, SHARED_DATA, encode_with_masks_python, sentence_embeddings_python
 from serving_requests import assert_rejected
 
 SEQ = 16
@@ -201,7 +201,7 @@ def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_ano
     exported, native_bundle, tmp_path):
   model, _, folder = exported
   paths, _, _, log = native_bundle  # export_savedmodel.py --jit_compile, run by the fixture
-  for name in ("encoder", "preprocessing", "fill_mask"):
+  for name in ("encoder", "preprocessing", "embed", "fill_mask"):
     assert (pathlib.Path(paths[name]) / "saved_model.pb").exists(), name
     assert f"exported {name}: {paths[name]}" in log
   # --jit_compile reaches the encoder only (string ops cannot be XLA-compiled).
@@ -304,7 +304,7 @@ def native_bundle(exported):
                         f"--export_dir={full}", "--jit_compile"],
                        capture_output=True, text=True, timeout=300)
   assert ran.returncode == 0, ran.stderr[-2000:]
-  paths = {name: str(full / name) for name in ("encoder", "preprocessing", "fill_mask")}
+  paths = {name: str(full / name) for name in ("encoder", "preprocessing", "embed", "fill_mask")}
   classifier = native_checkpoint(AlbertClassifier(model.config, num_labels=2)).write(
       str(folder / "classifier" / "ckpt"))
   return paths, config, classifier, ran.stderr
@@ -323,7 +323,7 @@ def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm
   model, _, folder = exported
   paths, _, _, log = native_bundle
   full = folder / "bundles" / "full"
-  for name in ("encoder", "preprocessing", "fill_mask"):  # the final paths, as returned
+  for name in ("encoder", "preprocessing", "embed", "fill_mask"):  # the final paths, as returned
     assert f"exported {name}: {full / name}" in log
   assert sorted(p.name for p in (folder / "bundles").iterdir()) == ["full"]  # no temp folder
   text = "the [MASK] sat on the [MASK]"
@@ -341,6 +341,19 @@ def test_a_native_pretraining_checkpoint_exports_fill_mask_giving_the_models_mlm
   assert out["masked_positions"][0, :len(positions)].numpy().tolist() == positions
   np.testing.assert_array_equal(out["top_ids"][0, :len(positions)], top)
   np.testing.assert_allclose(out["top_scores"][0, :len(positions)], scores, atol=1e-5)
+
+
+def test_the_bundles_embed_model_gives_the_encoders_sentence_vectors(exported, native_bundle):
+  import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops for loading)
+
+  from albert_tf.tokenization import FullTokenizer
+  texts = ["The bristlecone pines of California are among the oldest living things.", "Tom."]
+  out = tf.saved_model.load(native_bundle[0]["embed"]).signatures["serving_default"](
+      text=tf.constant(texts))
+  mean, pooled = sentence_embeddings_python(exported[0].encoder, FullTokenizer(spm_model_file=SPM),
+                                            texts, SEQ)
+  np.testing.assert_allclose(out["mean_embedding"], mean, atol=1e-5)
+  np.testing.assert_allclose(out["pooled_output"], pooled, atol=1e-5)
 
 
 def test_tf_hub_preprocessor_api_packs_pairs_as_fine_tuning_and_feeds_the_hub_encoder(
@@ -392,9 +405,10 @@ def test_reexporting_replaces_the_whole_bundle_and_removes_a_killed_exports_left
     got = export_bundle(config, classifier, str(out), spm_model_file=SPM, max_seq_length=SEQ)
   assert "the checkpoint has no MLM head: no fill_mask model" in caplog.text
   assert f"exported encoder: {out / 'encoder'}" in caplog.text
-  assert got == {"encoder": str(out / "encoder"), "preprocessing": str(out / "preprocessing")}
+  assert got == {"encoder": str(out / "encoder"), "preprocessing": str(out / "preprocessing"),
+                 "embed": str(out / "embed")}
   # No stale fill_mask/ or encoder.tflite of the previous model beside the new encoder.
-  assert sorted(p.name for p in out.iterdir()) == ["encoder", "preprocessing"]
+  assert sorted(p.name for p in out.iterdir()) == ["embed", "encoder", "preprocessing"]
   assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out-v2"]
   from albert_tf.modeling.classifier import AlbertClassifier
   new = AlbertClassifier(exported[0].config, num_labels=2)

@@ -6,7 +6,8 @@ an empty batch has empty outputs, and empty texts are answered as `--do_predict`
 or named where the export's rule refuses them.
 
 The exports are tiny (configs/tiny.json, the real SentencePiece model), one of each kind;
-fill_mask, classifier and RACE are conftest.py's, shared with their packing tests.
+all but the encoder and preprocessing are conftest.py's, shared with the tests of what they
+compute.
 """
 
 import numpy as np
@@ -16,9 +17,9 @@ import tensorflow as tf
 from albert_tf.export import requests
 from albert_tf.export.preprocessing import save_preprocessing_model
 from albert_tf.tokenization import FullTokenizer
-from conftest import SPM_MODEL, ner_tagger_export
+from conftest import SPM_MODEL
 from serving_requests import (assert_other_dtype_refused, assert_rejected, empty_request,
-                              run_both_ways)
+                              run_both_ways, serialized_example)
 
 SPM = str(SPM_MODEL)
 IDS = {"input_word_ids": [[2, 9, 3]], "input_mask": [[1, 1, 1]], "input_type_ids": [[0, 0, 0]]}
@@ -34,12 +35,23 @@ REQUESTS = {
     ("classifier", "serving_default"): {"text_a": ["a gripping film"]},
     ("classifier", "text_pair"): {"text_a": ["a gripping film"], "text_b": ["it was"]},
     ("classifier", "encoded"): IDS,
+    ("classifier", "serve_examples"): {"examples": [serialized_example(
+        text_a="a gripping film", text_b="it was")]},
+    ("classifier", "embed"): {"text": ["a gripping film"]},
+    ("embed", "serving_default"): {"text": ["a gripping film"]},
     ("squad", "serving_default"): {"question": ["Who wrote it?"], "context": ["Tom wrote it."]},
+    ("squad", "serve_examples"): {"examples": [serialized_example(
+        question="Who wrote it?", context="Tom wrote it.")]},
     ("race", "serving_default"): {"article": ["Tom went to the park."],
                                   "question": ["Where did Tom go?"],
                                   "options": [["park", "zoo", "school", "shop"]]},
+    ("race", "serve_examples"): {"examples": [serialized_example(
+        article="Tom went to the park.", question="Where did Tom go?",
+        options=["park", "zoo", "school", "shop"])]},
     ("ner", "serving_default"): {"text": TEXT},
+    ("ner", "serve_examples"): {"examples": [serialized_example(text=TEXT[0])]},
     ("ner_crf", "serving_default"): {"text": TEXT},
+    ("ner_crf", "serve_examples"): {"examples": [serialized_example(text=TEXT[0])]},
 }
 
 
@@ -48,11 +60,6 @@ def preprocessing_export(tmp_path_factory):
   export_dir = save_preprocessing_model(str(tmp_path_factory.mktemp("pre") / "export"),
                                         spm_model_file=SPM, max_seq_length=8)
   return None, export_dir, tf.saved_model.load(export_dir)
-
-
-@pytest.fixture(scope="module")
-def ner_crf_export(tmp_path_factory):
-  return ner_tagger_export(tmp_path_factory.mktemp("ner_crf"), use_crf=True)
 
 
 def _export(request, kind):
@@ -66,7 +73,7 @@ SIGNATURES = pytest.mark.parametrize("kind, signature", list(REQUESTS),
 
 
 def _is_text(value):
-  return np.asarray(value).dtype.kind == "U"
+  return np.asarray(value).dtype.kind in "US"  # str, or bytes (serialized Examples)
 
 
 @SIGNATURES

@@ -88,7 +88,8 @@ def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels
     export_dir = export_classifier(model, str(tmp_path / "serving"), None,
                                    spm_model_file=SPM, max_seq_length=24)
     loaded = tf.saved_model.load(export_dir)
-  assert set(loaded.signatures) == {"serving_default", "text_pair", "encoded"}
+  assert set(loaded.signatures) == {"serving_default", "text_pair", "serve_examples", "encoded",
+                                   "embed"}
   assert b"_XlaMustCompile" not in (pathlib.Path(export_dir) / "saved_model.pb").read_bytes()
   a = ["A gripping, funny film.", "Dull.", "Only a"]
   b = ["It was shown in 1990, twice.", "", "Only b"]

@@ -1,4 +1,5 @@
-"""Everything serving needs from one checkpoint: encoder SavedModel, preprocessing, TFLite."""
+"""Everything serving needs from one checkpoint: encoder SavedModel, preprocessing, sentence
+embeddings, fill-mask, TFLite."""
 
 import dataclasses
 import logging
@@ -17,7 +18,7 @@ from albert_tf.training.precision import precision_policy
 logger = logging.getLogger(__name__)
 
 # What an export writes into export_dir; a folder holding anything else is not replaced.
-BUNDLE_ENTRIES = ("encoder", "preprocessing", "fill_mask", "encoder.tflite")
+BUNDLE_ENTRIES = ("encoder", "preprocessing", "embed", "fill_mask", "encoder.tflite")
 
 
 SERVING_DTYPES = ("float32", "bfloat16")
@@ -52,15 +53,16 @@ class BundleOptions:
 
 
 def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
-  """Writes `encoder/`, `preprocessing/` and `fill_mask/` (when a vocabulary is given and,
-  for fill_mask, the checkpoint has the MLM head), and `encoder.tflite` (with `tflite`, or
+  """Writes `encoder/`; `preprocessing/`, `embed/` (raw text -> sentence vectors,
+  task_models.EmbeddingModel) and `fill_mask/` when a vocabulary is given (fill_mask when the
+  checkpoint has the MLM head too); and `encoder.tflite` (with `tflite`, or
   `tflite_quantize`: its weights dynamic-range int8, about a quarter of the float32 size).
   `settings`: the other fields of BundleOptions, by name (their defaults otherwise).
 
   Returns `{name: path}`. The checkpoint may be ours or the original's (TF1, TF-Hub module);
   a checkpoint of another shape is an error naming both variables, before anything is written.
   `jit_compile`: the encoder's signatures as XLA clusters (`export_encoder`); the preprocessing
-  and fill_mask models (string ops, which XLA cannot compile) stay plain graphs.
+  embed and fill_mask models (string ops, which XLA cannot compile) stay plain graphs.
   `serving_dtype="bfloat16"`: the models compute in bfloat16 (Keras' mixed_bfloat16: weights
   kept float32, softmax and outputs float32), for CPUs with AVX512_BF16 / AMX and for GPUs;
   inputs and outputs stay as they are.
@@ -180,12 +182,13 @@ def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, d
                                      jit_compile=jit_compile)}
   if spm_model_file or vocab_file:
     from albert_tf.export.preprocessing import save_preprocessing_model  # pylint: disable=g-import-not-at-top
-    from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
+    from albert_tf.export.task_models import export_embedding, export_fill_mask  # pylint: disable=g-import-not-at-top
     vocab = dict(spm_model_file=spm_model_file,
                  vocab_file=None if spm_model_file else vocab_file, do_lower_case=do_lower_case,
                  max_seq_length=max_seq_length)
     paths["preprocessing"] = save_preprocessing_model(os.path.join(export_dir, "preprocessing"),
                                                       **vocab)
+    paths["embed"] = export_embedding(model.encoder, os.path.join(export_dir, "embed"), **vocab)
     if has_mlm_head:
       paths["fill_mask"] = export_fill_mask(model, os.path.join(export_dir, "fill_mask"),
                                             **vocab)

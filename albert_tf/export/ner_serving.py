@@ -33,6 +33,9 @@ place of each bad sequence (offsets count characters of that repaired text). The
 request (export/requests.py) is a text holding a NUL byte under the `whitespace` split: the
 split cannot read past one (tensorflow_text's regex_split_with_offsets stops there), so the
 words after it would silently go untagged; it is an INVALID_ARGUMENT naming the row.
+
+`serve_examples(examples)` answers the same from serialized tf.train.Examples holding a text
+bytes feature each (export/examples.py), for batch inference pipelines.
 """
 
 import tensorflow as tf
@@ -41,6 +44,7 @@ import tensorflow_text as tf_text
 from albert_tf.data.ner import OUTSIDE, check_tag_set
 from albert_tf.data.ner_features import WORD_SPLITS
 from albert_tf.export import requests
+from albert_tf.export.examples import parse_examples
 from albert_tf.export.saving import save_atomically
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS
@@ -164,6 +168,14 @@ class NerServing(tf.Module):
   # --- the serving function -----------------------------------------------------------------
   @requests.signature(text="string [batch]")
   def __call__(self, text):
+    return self._entities(text)
+
+  @requests.signature(examples="string [batch]")
+  def serve_examples(self, examples):
+    return self._entities(parse_examples(examples, {"text": 1})["text"])
+
+  def _entities(self, text):
+    """The entities of each `text` (string [batch]): the outputs the module docstring lists."""
     text = requests.checked(text, self._rules(text))
     room = self.max_seq_length - 2
     text = valid_utf8(text)
@@ -268,5 +280,6 @@ def export_ner(model, export_dir, spm_model_file=None, vocab_file=None, do_lower
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                do_lower_case=do_lower_case)
   module = NerServing(model, tokenizer, max_seq_length, doc_stride, word_split)
-  return save_atomically(module, export_dir,
-                         {"serving_default": module.__call__.get_concrete_function()})
+  return save_atomically(module, export_dir, {
+      "serving_default": module.__call__.get_concrete_function(),
+      "serve_examples": module.serve_examples.get_concrete_function()})

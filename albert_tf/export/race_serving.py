@@ -20,6 +20,7 @@ time, as `FullTokenizer.tokenize` does in Python.
 import tensorflow as tf
 
 from albert_tf.export import requests
+from albert_tf.export.examples import parse_examples
 from albert_tf.export.saving import save_atomically
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.tokenization.in_graph import (InGraphTokenizer, contains, gather_runs, pack_inputs,
@@ -53,7 +54,9 @@ class MultipleChoiceServing(tf.Module):
   [batch]. `pack(article, question, options)` gives the model inputs it runs on, int32
   [batch, choices, max_seq_length] each (as `data.race.convert_example`). Inputs of different
   row counts, or options with another number of choices than the model's, are an
-  INVALID_ARGUMENT naming the input (export/requests.py).
+  INVALID_ARGUMENT naming the input (export/requests.py). `serve_examples(examples)` answers
+  the same from serialized tf.train.Examples holding an article and a question bytes feature
+  and an options feature of num_choices values (export/examples.py).
   """
 
   def __init__(self, model, tokenizer, num_choices=4, max_seq_length=512, max_qa_length=128):
@@ -74,6 +77,7 @@ class MultipleChoiceServing(tf.Module):
                                  options="string [batch, choices]")
     self.pack = request(self._pack)
     self.serve = request(self._serve)
+    self.serve_examples = requests.signature(examples="string [batch]")(self._serve_examples)
 
   def _process_text(self, strings):
     """`data.race.process_text`: preprocess_text for SentencePiece, as is for WordPiece."""
@@ -112,15 +116,20 @@ class MultipleChoiceServing(tf.Module):
     return {"probabilities": tf.nn.softmax(logits),
             "answer_index": tf.argmax(logits, -1, output_type=tf.int32)}
 
+  def _serve_examples(self, examples):
+    return self._serve(**parse_examples(
+        examples, {"article": 1, "question": 1, "options": self.num_choices}))
+
 
 def export_multiple_choice(model, export_dir, num_choices=4, spm_model_file=None,
                            vocab_file=None, do_lower_case=True, max_seq_length=512,
                            max_qa_length=128):
   """Writes a raw-text multiple-choice SavedModel of `model` (an `AlbertMultipleChoice`);
-  returns `export_dir`. Signature `serving_default(article, question, options)`; the loaded
-  object's `pack` gives the packed ids."""
+  returns `export_dir`. Signatures `serving_default(article, question, options)` and
+  `serve_examples(examples)`; the loaded object's `pack` gives the packed ids."""
   tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                do_lower_case=do_lower_case)
   module = MultipleChoiceServing(model, tokenizer, num_choices, max_seq_length, max_qa_length)
-  return save_atomically(module, export_dir,
-               {"serving_default": module.serve.get_concrete_function()})
+  return save_atomically(module, export_dir, {
+      "serving_default": module.serve.get_concrete_function(),
+      "serve_examples": module.serve_examples.get_concrete_function()})

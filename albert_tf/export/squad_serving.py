@@ -16,6 +16,8 @@ the exported `null_score_diff_threshold`.
 `start`/`end` are character offsets in the context (end exclusive), -1 for an empty answer.
 An empty (or whitespace) context has the empty answer, as `--do_predict` gives it; question
 and context of different row counts are an INVALID_ARGUMENT naming both (export/requests.py).
+`serve_examples(examples)` answers the same from serialized tf.train.Examples holding a
+question and a context bytes feature each (export/examples.py).
 Piece offsets are those of `tokenization.offsets` (what run_squad uses) except in the rare
 word whose characters normalise differently alone than together (a character whose NFKD
 form holds a space): there every piece spans the whole word.
@@ -34,6 +36,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export import requests
+from albert_tf.export.examples import parse_examples
 from albert_tf.export.saving import save_atomically
 from albert_tf.tokenization import SPIECE_UNDERLINE, FullTokenizer
 from albert_tf.tokenization.in_graph import (InGraphTokenizer, gather_runs, valid_utf8,
@@ -223,9 +226,17 @@ class SquadServing(tf.Module):
   # --- the serving function ------------------------------------------------------------------
   @requests.signature(question="string [batch]", context="string [batch]")
   def __call__(self, question, context):
-    seq = self.max_seq_length
     question, context = requests.checked(
         (question, context), requests.same_rows(question=question, context=context))
+    return self._answer(question, context)
+
+  @requests.signature(examples="string [batch]")
+  def serve_examples(self, examples):
+    return self._answer(**parse_examples(examples, {"question": 1, "context": 1}))
+
+  def _answer(self, question, context):
+    """The answers to `question`s about `context`s (string [batch] each, as many rows)."""
+    seq = self.max_seq_length
     context = valid_utf8(context)
     batch = tf.shape(context, out_type=tf.int64)[0]
     query = self.tokenizer.tokenize(question)[:, :self.max_query_length]
@@ -373,8 +384,9 @@ def export_squad(squad_model, export_dir, spm_model_file=None, do_lower_case=Tru
   module = SquadServing(squad_model, tokenizer, reference, max_seq_length, doc_stride,
                         max_query_length, n_best_size, max_answer_length,
                         null_score_diff_threshold)
-  return save_atomically(module, export_dir,
-                         {"serving_default": module.__call__.get_concrete_function()})
+  return save_atomically(module, export_dir, {
+      "serving_default": module.__call__.get_concrete_function(),
+      "serve_examples": module.serve_examples.get_concrete_function()})
 
 
 def _piece_byte_spans(words, ids, chars, char_raw, char_norm, word_of_piece, begin, end,

@@ -1,4 +1,5 @@
-"""Raw-text-in SavedModels for serving: fill-mask and sentence (pair) classification.
+"""Raw-text-in SavedModels for serving: fill-mask, sentence (pair) classification and
+sentence embeddings.
 
 Both tokenize in-graph with `InGraphTokenizer` (ids equal to the Python tokenizer's), so TF
 Serving can be sent plain strings: `{"instances": [{"text": "the [MASK] sat on the mat"}]}`.
@@ -7,6 +8,7 @@ Serving can be sent plain strings: `{"instances": [{"text": "the [MASK] sat on t
 import tensorflow as tf
 
 from albert_tf.export import requests
+from albert_tf.export.examples import parse_examples
 from albert_tf.export.saving import save_atomically
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.tokenization import FullTokenizer
@@ -94,6 +96,47 @@ def trim_padding(inputs):
   return {name: inputs[name][:, :width] for name in INPUT_NAMES}
 
 
+def sentence_embeddings(outputs, input_mask):
+  """A sentence's vectors from the encoder's `outputs` on inputs of `input_mask` (int32
+  [batch, seq]), float32 [batch, hidden] each: `mean_embedding`, the mean of sequence_output
+  over the real tokens ([CLS] and [SEP] included, padding not), and `pooled_output`; each also
+  L2-normalised (`..._normalized`: unit length, so a dot product is the cosine similarity)."""
+  mask = tf.cast(input_mask, tf.float32)[:, :, None]
+  sequence = tf.cast(outputs["sequence_output"], tf.float32)
+  mean = tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)
+  pooled = tf.cast(outputs["pooled_output"], tf.float32)
+  return {"mean_embedding": mean, "pooled_output": pooled,
+          "mean_embedding_normalized": tf.math.l2_normalize(mean, -1),
+          "pooled_output_normalized": tf.math.l2_normalize(pooled, -1)}
+
+
+def embed_text(encoder, tokenizer, text, max_seq_length):
+  """`sentence_embeddings` of `text` (string [batch]), each packed `[CLS] text [SEP]` as
+  fine-tuning packs one segment (cut to max_seq_length; an empty text is [CLS] [SEP]) and
+  computed at the batch's longest row (`trim_padding`: the same vectors)."""
+  inputs = trim_padding(pack_inputs(tokenizer.tokenize(text), max_seq_length=max_seq_length,
+                                    cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id))
+  return sentence_embeddings(encoder(inputs, training=False), inputs["input_mask"])
+
+
+class EmbeddingModel(tf.Module):
+  """Raw text -> sentence vectors for similarity search: `serving_default(text)` returns
+  `sentence_embeddings`' four outputs. export_savedmodel.py's bundle writes it as `embed/`."""
+
+  def __init__(self, encoder, tokenizer, max_seq_length=128):
+    super().__init__(name="embed")
+    # The variables, not the Keras model: saving a tracked Keras model traces all its call
+    # functions again, for no use here (race_serving.py measured it).
+    self._encoder = lambda inputs, training: encoder(inputs, training=training)
+    self.encoder_variables = list(encoder.variables)
+    self.tokenizer = tokenizer
+    self.max_seq_length = max_seq_length
+
+  @requests.signature(text="string [batch]")
+  def __call__(self, text):
+    return embed_text(self._encoder, self.tokenizer, text, self.max_seq_length)
+
+
 class ClassifierServing(tf.Module):
   """Raw text (one or two fields) -> label ids, label names and probabilities (or a score).
   Each request is packed to its longest text (`trim_padding`), at most `max_seq_length`.
@@ -105,8 +148,12 @@ class ClassifierServing(tf.Module):
 
   Signatures: `serving_default(text_a)` and `text_pair(text_a, text_b)`; classification
   returns `label_ids` int32 [batch], `label_names` string [batch], `probabilities` float32
-  [batch, num_labels]; regression returns `scores` float32 [batch]. `encoded(input_word_ids,
-  input_mask, input_type_ids)` takes token ids and returns `logits` (a distillation teacher's).
+  [batch, num_labels]; regression returns `scores` float32 [batch]. `serve_examples(examples)`
+  answers the same from serialized tf.train.Examples with a text_a and an optional text_b
+  bytes feature (export/examples.py); an Example without text_b is text_a alone, as
+  serving_default reads it. `encoded(input_word_ids, input_mask, input_type_ids)` takes token
+  ids and returns `logits` (a distillation teacher's). `embed(text)` gives the fine-tuned
+  encoder's `sentence_embeddings` of one text.
   """
 
   def __init__(self, classifier, tokenizer, labels=None, max_seq_length=128):
@@ -129,9 +176,13 @@ class ClassifierServing(tf.Module):
     return pack_inputs(ids_a, ids_b, max_seq_length=self.max_seq_length,
                        cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
 
+  def _classify(self, text_a, text_b=None):
+    ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
+    return self._predict(self._pack(self.tokenizer.tokenize(text_a), ids_b))
+
   @requests.signature(text_a="string [batch]")
   def __call__(self, text_a):
-    return self._predict(self._pack(self.tokenizer.tokenize(text_a)))
+    return self._classify(text_a)
 
   @requests.signature(**{name: "int32 [batch, seq]" for name in INPUT_NAMES})
   def encoded(self, input_word_ids, input_mask, input_type_ids):
@@ -143,8 +194,17 @@ class ClassifierServing(tf.Module):
   def text_pair(self, text_a, text_b):
     text_a, text_b = requests.checked((text_a, text_b),
                                       requests.same_rows(text_a=text_a, text_b=text_b))
-    return self._predict(self._pack(self.tokenizer.tokenize(text_a),
-                                    self.tokenizer.tokenize(text_b)))
+    return self._classify(text_a, text_b)
+
+  @requests.signature(examples="string [batch]")
+  def serve_examples(self, examples):
+    # An Example without text_b is text_a alone: text_pair packs an empty text_b as one
+    # segment, so this answers as serving_default(text_a) does.
+    return self._classify(**parse_examples(examples, {"text_a": 1}, optional=["text_b"]))
+
+  @requests.signature(text="string [batch]")
+  def embed(self, text):
+    return embed_text(self.classifier.encoder, self.tokenizer, text, self.max_seq_length)
 
 
 def export_fill_mask(pretrainer, export_dir, spm_model_file=None, vocab_file=None,
@@ -168,4 +228,17 @@ def export_classifier(classifier, export_dir, labels=None, spm_model_file=None,
   return save_atomically(module, export_dir, {
       "serving_default": module.__call__.get_concrete_function(),
       "text_pair": module.text_pair.get_concrete_function(),
-      "encoded": module.encoded.get_concrete_function()})
+      "serve_examples": module.serve_examples.get_concrete_function(),
+      "encoded": module.encoded.get_concrete_function(),
+      "embed": module.embed.get_concrete_function()})
+
+
+def export_embedding(encoder, export_dir, spm_model_file=None, vocab_file=None,
+                     do_lower_case=True, max_seq_length=128):
+  """Writes the raw-text `EmbeddingModel` of `encoder` (an AlbertEncoder) atomically; returns
+  `export_dir`."""
+  tokenizer = InGraphTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                               do_lower_case=do_lower_case)
+  module = EmbeddingModel(encoder, tokenizer, max_seq_length)
+  return save_atomically(module, export_dir,
+                         {"serving_default": module.__call__.get_concrete_function()})
