@@ -125,7 +125,8 @@ def _bundle_version(export_dir, version):
   """The version the bundle's models are written as: `version`, or for "auto" the next after
   the highest of any of them; one already present is refused before any work."""
   if version == "auto":
-    present = [v for name in BUNDLE_ENTRIES for v in layout.versions(os.path.join(export_dir, name))]
+    present = [v for name in BUNDLE_ENTRIES
+               for v in layout.versions(os.path.join(export_dir, name))]
     version = max(present, default=0) + 1
   for name in BUNDLE_ENTRIES:
     path = os.path.join(export_dir, name, str(version))

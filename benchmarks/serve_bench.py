@@ -1,0 +1,178 @@
+"""serve.py's own overhead: the SST-2 classifier export answered over HTTP against the same
+signature called in-process, at 1, 4 and 16 concurrent clients, in one run.
+
+    .venv/bin/python -m benchmarks.serve_bench [--config configs/albert_base_v2.json]
+        [--clients 1,4,16] [--requests 96] [--out results.json]
+
+Exports an `AlbertClassifier` of the config (random weights: latency does not depend on them;
+2 labels, ALBERT's SentencePiece model, max_seq_length 128) with `export_classifier` into TF
+Serving's layout, starts `serve.py` on 127.0.0.1 with it, and sends SST-2 dev sentences one
+per request (`{"instances": [sentence]}`, the row format) from C client threads, each on its
+own keep-alive connection; then C threads call the loaded `serving_default` in this process
+with the same sentences. In-process and HTTP alternate per client count (in-process first, then
+HTTP, then in-process again; the in-process figures are the median of both passes). Prints,
+per client count, latency p50 / p99 (ms per request) and requests/s of both and their ratios.
+The clients run on the same machine as the server and share its cores: on 2 cores their JSON
+and socket work is part of what the HTTP column pays.
+"""
+
+import argparse
+import csv
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+from albert_tf import AlbertConfig  # noqa: E402
+from albert_tf.export.task_models import export_classifier  # noqa: E402
+from albert_tf.modeling.classifier import AlbertClassifier  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "..", "shared", "data")
+
+
+def _sentences():
+  with open(os.path.join(DATA, "glue", "SST-2", "dev.tsv"), encoding="utf-8") as f:
+    return [row["sentence"] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _clients(count, per_client, sentences, ask):
+  """Runs `count` threads, each asking `per_client` sentences through `ask(state, sentence)`
+  (state: the thread's own, e.g. a connection); returns (latencies in s, wall seconds)."""
+  latencies, errors = [], []
+
+  def client(c):
+    state = {}
+    try:
+      for i in range(per_client):
+        sentence = sentences[(c * per_client + i) % len(sentences)]
+        start = time.perf_counter()
+        ask(state, sentence)
+        latencies.append(time.perf_counter() - start)
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(repr(e))
+    finally:
+      if "connection" in state:
+        state["connection"].close()
+
+  threads = [threading.Thread(target=client, args=(c,)) for c in range(count)]
+  start = time.perf_counter()
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  if errors:
+    raise RuntimeError(errors[0])
+  return latencies, time.perf_counter() - start
+
+
+def _summary(latencies, wall):
+  ordered = sorted(latencies)
+  return {"p50_ms": 1000 * statistics.median(ordered),
+          "p99_ms": 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+          "requests_per_s": len(ordered) / wall}
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base_v2.json"))
+  parser.add_argument("--clients", default="1,4,16")
+  parser.add_argument("--requests", type=int, default=96, help="requests per client count")
+  parser.add_argument("--out", help="also write the figures as JSON here")
+  args = parser.parse_args(argv)
+  folder = tempfile.mkdtemp(prefix="serve_bench-")
+  server = None
+  try:
+    model = AlbertClassifier(AlbertConfig.from_json_file(args.config), 2)
+    model(model.encoder.dummy_inputs(1, 8))
+    export = export_classifier(model, os.path.join(folder, "sst2", "1"), ["0", "1"],
+                               spm_model_file=os.path.join(DATA, "sentencepiece", "spiece.model"),
+                               max_seq_length=128)
+    serve = tf.saved_model.load(export).signatures["serving_default"]
+    sentences = _sentences()
+    port = _free_port()
+    log = open(os.path.join(folder, "server.log"), "w")  # pylint: disable=consider-using-with
+    server = subprocess.Popen(
+        [sys.executable, os.path.join(REPO, "serve.py"), "--model_name=sst2",
+         f"--model_base_path={os.path.join(folder, 'sst2')}", f"--rest_api_port={port}"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+
+    def over_http(state, sentence):
+      if "connection" not in state:
+        state["connection"] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+      state["connection"].request("POST", "/v1/models/sst2:predict",
+                                  json.dumps({"instances": [sentence]}))
+      response = state["connection"].getresponse()
+      answer = json.loads(response.read())
+      assert response.status == 200, answer
+
+    def in_process(state, sentence):
+      del state
+      for value in serve(text_a=tf.constant([sentence])).values():
+        value.numpy()
+
+    deadline = time.time() + 300
+    while True:
+      try:
+        over_http({}, sentences[0])
+        break
+      except OSError:
+        if server.poll() is not None or time.time() > deadline:
+          raise RuntimeError(open(os.path.join(folder, "server.log")).read()[-3000:]) from None
+        time.sleep(0.5)
+    for count in (4, 1):  # warm both paths (threads included)
+      _clients(count, 2, sentences, over_http)
+      _clients(count, 2, sentences, in_process)
+    rows = []
+    print(f"{os.cpu_count()} CPUs; load average before: {os.getloadavg()[0]:.2f}")
+    print("| clients | in-process p50 / p99 ms | req/s | HTTP p50 / p99 ms | req/s | "
+          "p50 HTTP / in-process | req/s HTTP / in-process |")
+    print("|---|---|---|---|---|---|---|")
+    for count in [int(c) for c in args.clients.split(",")]:
+      per_client = max(1, args.requests // count)
+      first = _clients(count, per_client, sentences, in_process)
+      http_run = _summary(*_clients(count, per_client, sentences, over_http))
+      second = _clients(count, per_client, sentences, in_process)
+      local = {k: statistics.median([_summary(*first)[k], _summary(*second)[k]])
+               for k in ("p50_ms", "p99_ms", "requests_per_s")}
+      rows.append({"clients": count, "in_process": local, "http": http_run})
+      print(f"| {count} | {local['p50_ms']:.1f} / {local['p99_ms']:.1f} | "
+            f"{local['requests_per_s']:.1f} | {http_run['p50_ms']:.1f} / "
+            f"{http_run['p99_ms']:.1f} | {http_run['requests_per_s']:.1f} | "
+            f"{http_run['p50_ms'] / local['p50_ms']:.2f} | "
+            f"{http_run['requests_per_s'] / local['requests_per_s']:.2f} |")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.out:
+      with open(args.out, "w") as f:
+        json.dump(rows, f, indent=1)
+  finally:
+    if server is not None and server.poll() is None:
+      server.send_signal(signal.SIGTERM)
+      try:
+        server.wait(60)
+      except subprocess.TimeoutExpired:
+        server.kill()
+    shutil.rmtree(folder, ignore_errors=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
