@@ -34,16 +34,39 @@ def _is_options(field):
   return isinstance(field.type, type) and dataclasses.is_dataclass(field.type)
 
 
+def _one_or_many(parser_class):
+  """An absl parser of one value, or of a comma-separated list of them (a tuple): the flags a
+  fine-tuning sweep takes as a grid (`FineTuningOptions.SWEPT`). The flag's type stays the
+  value's (`parser_class`'s)."""
+
+  class OneOrMany(parser_class):
+    def parse(self, argument):  # pylint: disable=missing-function-docstring
+      one = super().parse
+      if isinstance(argument, str) and "," in argument:
+        return tuple(one(part.strip()) for part in argument.split(","))
+      return one(argument)
+  return OneOrMany()
+
+
+_PARSERS = {float: flags.FloatParser, int: flags.IntegerParser}
+_GRID_HELP = " A comma-separated list: one run each (a grid with --seeds; docs/fine-tuning.md)."
+
+
 def define_options_flags(options_class, flag_values=FLAGS):
   """Defines a flag for each field of `options_class` declared with help, with the field's
   default (and the flags of a nested options dataclass)."""
+  swept = getattr(options_class, "SWEPT", ())
   for field in dataclasses.fields(options_class):
     if _is_options(field):
       define_options_flags(field.type, flag_values)
     elif is_flag(options_class, field.name):
       declared = declaration(options_class, field.name)
       name = flag_name(options_class, field.name)
-      if "choices" in declared:
+      if field.name in swept:
+        flags.DEFINE(_one_or_many(_PARSERS[field.type]), name, field.default,
+                     declared["help"] + _GRID_HELP, flag_values=flag_values,
+                     serializer=flags.ArgumentSerializer())
+      elif "choices" in declared:
         flags.DEFINE_enum(name, field.default, list(declared["choices"]), declared["help"],
                           flag_values=flag_values)
       else:
@@ -70,16 +93,27 @@ def options_from_flags(options_class, flag_values=FLAGS, **extra):
 
 
 def _values(options_class, flag_values, extra):
-  """{field name: value} of `options_class` from its flags, or from `extra`."""
-  values = {}
+  """{field name: value} of `options_class` from its flags, or from `extra`; with the fields
+  given on the command line (`given`) and a swept flag's list of values (`grid`) where the
+  class holds those."""
+  values, given, grid = {}, [], {}
+  names = {field.name for field in dataclasses.fields(options_class)}
   for field in dataclasses.fields(options_class):
     if field.name in extra:
       values[field.name] = extra[field.name]
     elif _is_options(field):
       values[field.name] = options_from_flags(field.type, flag_values)
     elif is_flag(options_class, field.name):
-      value = flag_values[flag_name(options_class, field.name)].value
+      flag = flag_values[flag_name(options_class, field.name)]
+      value = flag.value
+      if flag.present:
+        given.append(field.name)
+      if isinstance(value, tuple) and field.type is not tuple:  # a swept flag's list
+        grid[field.name], value = value, value[0]
       values[field.name] = tuple(value) if isinstance(value, list) else value
+  for name, value in (("given", tuple(given)), ("grid", grid)):
+    if name in names and name not in extra:
+      values[name] = value
   return values
 
 

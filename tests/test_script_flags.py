@@ -63,10 +63,15 @@ def dumped():
 TRAINING_SCRIPTS = ("run_pretraining", "run_classifier", "run_squad", "run_race", "run_ner")
 FINE_TUNING_SCRIPTS = TRAINING_SCRIPTS[1:]
 ADDED = {"allow_untrained": TRAINING_SCRIPTS,  # issue 43
-         "export_version": FINE_TUNING_SCRIPTS + ("export_savedmodel",)}  # issue 45
+         "export_version": FINE_TUNING_SCRIPTS + ("export_savedmodel",),  # issue 45
+         "recipe": FINE_TUNING_SCRIPTS, "seeds": FINE_TUNING_SCRIPTS,  # issue 47
+         "early_stopping_patience": FINE_TUNING_SCRIPTS}
 # Flags whose help changed since, with words the new help must hold (the rest must not change).
 HELP_CHANGED = {"init_checkpoint": (FINE_TUNING_SCRIPTS, "keras-hub"),  # issue 44
-                "albert_hub_module_handle": (FINE_TUNING_SCRIPTS, "TF1 Hub module")}
+                "albert_hub_module_handle": (FINE_TUNING_SCRIPTS, "TF1 Hub module"),
+                # issue 47: a comma-separated list makes a sweep's grid
+                "learning_rate": (FINE_TUNING_SCRIPTS, "comma-separated"),
+                "train_batch_size": (FINE_TUNING_SCRIPTS, "comma-separated")}
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -97,6 +102,19 @@ def test_parsed_flags_become_the_options_they_came_from():
       ClassifierOptions(), task_name="sst-2", freeze=("embeddings", "pooler"),
       do_lower_case=False, csv_options={"text_a_column": "review"},
       distill=DistillOptions(temperature=2.0))
+
+
+def test_a_comma_separated_swept_flag_is_a_grid_and_given_flags_are_named():
+  """--learning_rate=1e-5,2e-5 holds the first value and the grid; `given` names the flags on
+  the command line (what wins over --recipe), not the defaults."""
+  flag_values = flags.FlagValues()
+  script_flags.define_options_flags(ClassifierOptions, flag_values)
+  flag_values(["run_classifier.py", "--task_name=sst-2", "--learning_rate=1e-5,2e-5",
+               "--train_batch_size=16", "--seeds=1,2"])
+  options = script_flags.options_from_flags(ClassifierOptions, flag_values)
+  assert (options.learning_rate, options.train_batch_size) == (1e-5, 16)
+  assert options.grid == {"learning_rate": (1e-5, 2e-5)} and options.seeds == ("1", "2")
+  assert set(options.given) == {"task_name", "learning_rate", "train_batch_size", "seeds"}
 
 
 if __name__ == "__main__":

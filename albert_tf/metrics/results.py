@@ -1,5 +1,5 @@
 """The original's results files (`eval_results.txt`, `best_results.txt`, ...): `key = value`
-lines sorted by key, written atomically; and reading one value back."""
+lines sorted by key, written atomically; and reading them back."""
 
 from albert_tf import files
 
@@ -9,16 +9,18 @@ def write_results(path, results):
   files.write_text(path, "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
 
 
+def read_results(path):
+  """{key: float} of a results file ({} when there is none)."""
+  if not files.exists(path):
+    return {}
+  with files.open_file(path) as f:
+    pairs = (line.rstrip("\n").partition(" = ") for line in f)
+    return {name: float(value) for name, _, value in pairs if value}
+
+
 def read_result(path, key):
   """The value of `key` in a results file, or None (no such file or key)."""
-  if not files.exists(path):
-    return None
-  with files.open_file(path) as f:
-    for line in f:
-      name, _, value = line.partition(" = ")
-      if name == key:
-        return float(value)
-  return None
+  return read_results(path).get(key)
 
 
 def write_summaries(folder, results, step):

@@ -23,6 +23,7 @@ from albert_tf.data.classification.registry import get_processor
 from albert_tf.data.classification.submissions import write_clue_predictions, write_glue_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
 from albert_tf.metrics.glue import compute_metrics
+from albert_tf.metrics.majority import majority_share
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.option_fields import option, sequence_length
@@ -201,6 +202,12 @@ class ClassificationTask(FineTuningTask):
     results = {"loss": loss}
     results.update(compute_metrics(self.processor, outputs, labels))
     return results
+
+  def majority_baseline(self):
+    if self.regression or not getattr(self.options, "do_eval", False):
+      return None
+    labels = [e.label for e in self.examples("dev")]
+    return majority_share(labels), len(labels)
 
   def predict(self, model, step):
     """GLUE's `<TASK>.tsv` or, for a Chinese task, CLUE's `<task>_predict.json`: one line per

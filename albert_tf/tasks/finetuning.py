@@ -17,6 +17,7 @@ from albert_tf.interop import sources
 from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.option_fields import VERSION, option
 from albert_tf.tasks import distillation
+from albert_tf.tasks.recipes import RECIPES
 from albert_tf.training.optimization import layerwise_lr_multipliers
 from albert_tf.training.options import TrainingOptions, check_options, check_sequence_length
 from albert_tf.training.task import Schedule, Task
@@ -46,6 +47,28 @@ class FineTuningOptions(TrainingOptions):
       None, "Write the export as --export_dir/<version>/ (TF Serving's layout, served as it is "
       "by TF Serving or serve.py): a positive integer, or auto for the next after the highest "
       "present. Without it the export is --export_dir itself.", bound=VERSION)
+  recipe: str = option(
+      None, "Fill every flag not given with the original's settings for the task (docs/"
+      "fine-tuning.md has the table): albert_paper (the original's run_glue.sh and its "
+      "README's SQuAD and RACE commands), albert_zh (albert_zh's CLUE and LCQMC scripts). A "
+      "flag given explicitly wins.", choices=RECIPES)
+  seeds: tuple = option(
+      (), "Fine-tune once per seed, one run after another, each in output_dir/seed-N (a "
+      "comma-separated --learning_rate or --train_batch_size makes a grid: every combination), "
+      "then write output_dir/summary.json and summary.md (every run's dev metrics, the median "
+      "and spread) and keep the best run's checkpoint in output_dir/best and its export in "
+      "--export_dir. The same command resumes a stopped sweep; finished runs are not redone.")
+  early_stopping_patience: int = option(
+      None, "With --do_eval: stop training once this many dev evaluations in a row (one per "
+      "checkpoint) did not beat the best checkpoint's metric.", bound=">= 1")
+  # The fields a script got as flags (the rest are defaults): these win over --recipe.
+  given: tuple = dataclasses.field(default=(), compare=False)
+  # {field: values} of a comma-separated --learning_rate / --train_batch_size: a sweep's grid
+  # (the field itself holds the first value).
+  grid: dict = dataclasses.field(default_factory=dict)
+
+  # The flags a comma-separated list turns into a grid of runs (script_flags.py).
+  SWEPT = ("learning_rate", "train_batch_size")
 
 
 class FineTuningTask(Task):
@@ -67,6 +90,10 @@ class FineTuningTask(Task):
       self.config = self.config.replace(
           num_hidden_layers=self.distill.student_num_hidden_layers)
     check_sequence_length(o.max_seq_length, self.config)
+    if o.early_stopping_patience and not (getattr(o, "do_eval", False) and self.best_metric):
+      raise ValueError("--early_stopping_patience needs dev evaluations during training "
+                       "(--do_eval" + ("" if hasattr(o, "do_eval") else
+                                       ", which this script does not have") + ")")
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file=None if o.spm_model_file else getattr(o, "vocab_file", None),
         do_lower_case=o.do_lower_case, spm_model_file=o.spm_model_file)

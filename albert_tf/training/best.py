@@ -12,7 +12,7 @@ import os
 import tensorflow as tf
 
 from albert_tf import files
-from albert_tf.metrics.results import read_result, write_results
+from albert_tf.metrics.results import read_result, read_results, write_results
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,14 @@ class BestCheckpoint:
   def score(self):
     """The kept checkpoint's `metric`, or None when none is kept."""
     return read_result(os.path.join(self.folder, RESULTS_NAME), self.metric)
+
+  def results(self):
+    """The kept checkpoint's results ({} when none is kept)."""
+    return read_results(os.path.join(self.folder, RESULTS_NAME))
+
+  def step(self):
+    """The global step of the kept checkpoint, or None when none is kept."""
+    return read_result(os.path.join(self.folder, RESULTS_NAME), "global_step")
 
   def finish_interrupted_update(self):
     """Completes what a stopped update left: a complete temporary newer than `best` is

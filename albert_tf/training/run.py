@@ -5,9 +5,10 @@
     run.loop.model          # what was trained
 
 `Run` is the same for every task: after each checkpoint it evaluates the dev data and keeps the
-best checkpoint when the task names a `best_metric` and `--do_eval` is set; it writes
-`eval_results.txt` and the eval summaries; a dev evaluation that a stop cut short is done first
-when the run resumes. SIGTERM outside the training loop stops the phase at once
+best checkpoint when the task names a `best_metric` and `--do_eval` is set, and with
+`--early_stopping_patience` stops training once that many evaluations in a row did not beat the
+best; it writes `eval_results.txt` and the eval summaries; a dev evaluation that a stop cut short
+is done first when the run resumes. SIGTERM outside the training loop stops the phase at once
 (`preemption.sigterm_raises`): what the phases write appears only whole.
 """
 
@@ -24,6 +25,11 @@ from albert_tf.training.preemption import sigterm_raises
 logger = logging.getLogger(__name__)
 
 EVAL_RESULTS = "eval_results.txt"
+
+
+class EarlyStopped(Exception):
+  """Raised after a dev evaluation to end the training loop: `patience` evaluations in a row
+  did not beat the best checkpoint (its checkpoint is written; `Run.train` catches it)."""
 
 
 class Run:
@@ -95,10 +101,36 @@ class Run:
                   latest)
       with sigterm_raises(f"the evaluation at step {step}", latest, step):
         best[0] = self.best.keep_if_best(latest, self.evaluate(), best[0])
+    if latest and self.patience_spent():  # a resumed run that had stopped early stays stopped
+      logger.info("Stopped early at step %d already (%s)", step, self.patience_spent())
+      return dict(global_step=step, early_stopped=True)
 
     def on_checkpoint(saved):
       best[0] = self.best.keep_if_best(saved, self.evaluate(), best[0])
-    return loop.fit(dataset, on_checkpoint, history)
+      if self.patience_spent():
+        raise EarlyStopped(self.patience_spent())
+    try:
+      return loop.fit(dataset, on_checkpoint, history)
+    except EarlyStopped as e:
+      logger.info("Early stopping at step %d of %d: %s", loop.global_step, loop.train_steps, e)
+      return dict(global_step=loop.global_step, early_stopped=True)
+
+  def patience_spent(self):
+    """With --early_stopping_patience=N: why training stops (the last N evaluations did not
+    beat the best checkpoint), else None. Evaluations happen at the multiples of
+    save_checkpoints_steps, so the count since the best is read from the two steps alone and a
+    resumed run counts as the uninterrupted one would."""
+    o = self.task.options
+    patience = getattr(o, "early_stopping_patience", None)
+    best_step = self.best.step()
+    if not patience or best_step is None:
+      return None
+    every = o.save_checkpoints_steps
+    since = self.loop.global_step // every - int(best_step) // every
+    if since < patience:
+      return None
+    return (f"{since} evaluations since the best {self.best.metric} (step {int(best_step)}), "
+            f"--early_stopping_patience={patience}")
 
   def evaluate(self):
     """The task's dev metrics of the current weights, written to eval_results.txt (and the

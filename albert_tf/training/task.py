@@ -107,6 +107,12 @@ class Task:
     `recovery.NonfiniteOutputs` when the model's outputs are not finite."""
     raise NotImplementedError
 
+  def majority_baseline(self):
+    """(the majority label's share, examples) of the dev data, for a classifier whose
+    evaluations score accuracy; None for other tasks. A sweep names a run whose kept model
+    scores exactly that share a constant classifier (`metrics/sweeps.py`)."""
+    return None
+
   def predict(self, model, step):
     """Writes the test predictions (and their scores, when the data has answers); returns
     what the job reports."""

@@ -4,6 +4,8 @@ import dataclasses
 import math
 import statistics
 
+from albert_tf.metrics.majority import at_majority_share
+
 
 # The paper's numbers (Lan et al. 2020, arXiv 1909.11942v6), ALBERT-base.
 # Downstream "avg" is the paper's mean of SQuAD1.1, SQuAD2.0, MNLI, SST-2, RACE.
@@ -157,7 +159,7 @@ def majority_share_runs(results, counts):
   if majority is None or not n:
     return None
   return [(name, run["seed"]) for name, runs in results.items() for run in runs
-          if abs(run["sst2_accuracy"] - majority) * n < 0.5]
+          if at_majority_share(run["sst2_accuracy"], majority, n)]
 
 
 def judge(claim, results, counts):

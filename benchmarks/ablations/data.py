@@ -7,6 +7,7 @@ import random
 import re
 
 from albert_tf import files
+from albert_tf.metrics.majority import majority_share
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -129,7 +130,7 @@ def _majority_share(path):
   """The most common label's share of a GLUE TSV whose last column is the label."""
   with open(path, encoding="utf-8") as f:
     labels = [line.rstrip("\n").split("\t")[-1] for line in list(f)[1:] if line.strip()]
-  return max(labels.count(label) for label in set(labels)) / max(len(labels), 1)
+  return majority_share(labels)
 
 
 def data_summary(sets):

@@ -1,0 +1,164 @@
+"""Several fine-tunings of one command: `--seeds=1,2,3,4,5`, and a comma-separated
+`--learning_rate` / `--train_batch_size` for a grid (every combination times every seed).
+
+    output_dir/seed-1/ ... seed-5/           one run each (with a grid: lr-2e-05_batch-32/seed-1)
+    output_dir/summary.json, summary.md      every run's dev metrics, median and spread
+    output_dir/best/                         the winning run's kept checkpoint and its results
+    --export_dir                             the winning run's export
+
+The runs go one after another. Each run's folder is an ordinary output_dir, so a stopped sweep
+resumes with the same command: a run that finished left `sweep_run.json` (its record: dev
+results, or that it diverged) and is not run again; the run that was cut short resumes from its
+own checkpoints; the ones after it start. Which run wins and why the others were passed over is
+`metrics/sweeps.py`'s rule.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+from albert_tf import files
+from albert_tf.export import layout
+from albert_tf.metrics import sweeps
+from albert_tf.metrics.results import write_results
+
+logger = logging.getLogger(__name__)
+
+RECORD = "sweep_run.json"
+SUMMARY_JSON, SUMMARY_MD = "summary.json", "summary.md"
+BEST = "best"
+EXPORT = "export"
+
+
+def is_sweep(options):
+  """Whether `options` ask for several runs (--seeds, or a comma-separated swept flag)."""
+  return bool(options.seeds or options.grid)
+
+
+def _seeds(options):
+  if options.seeds and options.seed is not None:
+    raise ValueError("give --seed (one run) or --seeds (a sweep), not both")
+  seeds = []
+  for seed in options.seeds or (options.seed,):
+    try:
+      seeds.append(None if seed is None else int(seed))
+    except ValueError:
+      raise ValueError(f"--seeds must be integers, got {seed!r}") from None
+    if seeds[-1] is not None and seeds[-1] < 0:
+      raise ValueError(f"--seeds must be >= 0, got {seed}")
+  if len(set(seeds)) != len(seeds):
+    raise ValueError(f"--seeds repeats a seed: {','.join(map(str, options.seeds))}")
+  return seeds
+
+
+def plan(options):
+  """[(folder name, {swept field: value}, seed)] of every run, in the order they run."""
+  lrs = options.grid.get("learning_rate", (options.learning_rate,))
+  batches = options.grid.get("train_batch_size", (options.train_batch_size,))
+  grid = len(lrs) > 1 or len(batches) > 1
+  runs = []
+  for lr in lrs:
+    for batch in batches:
+      for seed in _seeds(options):
+        folder = f"lr-{lr:g}_batch-{batch}/" if grid else ""
+        runs.append((f"{folder}seed-{'none' if seed is None else seed}",
+                     dict(learning_rate=lr, train_batch_size=batch), seed))
+  return runs
+
+
+def run_options(options, name, config, seed):
+  """The options of one run: its own output_dir (and export folder), its seed and settings;
+  feature caches shared in the sweep's output_dir (a run's settings do not change them)."""
+  top = options.output_dir
+  folder = os.path.join(top, name)
+  changes = dict(config, output_dir=folder, seed=seed, seeds=(), grid={},
+                 export_dir=os.path.join(folder, EXPORT) if options.export_dir else None,
+                 export_version=None)
+  for field, default in (("cached_dir", top),
+                         ("train_feature_file", os.path.join(top, "train_features.tf_record")),
+                         ("predict_feature_file",
+                          os.path.join(top, "predict_features.tf_record"))):
+    if hasattr(options, field) and getattr(options, field) is None:
+      changes[field] = default
+  return dataclasses.replace(options, **changes)
+
+
+def run_sweep(options, run_one):
+  """Runs every run of `options`' sweep not finished yet: `run_one(run options)` returns its
+  record ({metric, results, majority, stopped_early_at}); a run that diverges (FloatingPointError
+  from the NaN guard) is recorded as such and the sweep goes on. Then writes the summary and
+  keeps the best run. Returns the summary."""
+  top = options.output_dir
+  records = []
+  runs = plan(options)
+  for number, (name, config, seed) in enumerate(runs, 1):
+    folder = os.path.join(top, name)
+    record_path = os.path.join(folder, RECORD)
+    if files.exists(record_path):
+      with files.open_file(record_path) as f:
+        records.append(json.load(f))
+      logger.info("Sweep run %d of %d (%s): finished already", number, len(runs), name)
+      continue
+    logger.info("Sweep run %d of %d: %s", number, len(runs), name)
+    record = dict(name=name, config=config, seed=seed)
+    try:
+      record.update(run_one(run_options(options, name, config, seed)), status=sweeps.FINISHED)
+    except FloatingPointError as e:  # the NaN guard: this run's checkpoints of bad weights
+      logger.warning("Sweep run %s diverged: %s", name, e)  # are set aside; the sweep goes on
+      record.update(status=sweeps.DIVERGED, error=str(e))
+    files.write_json(record_path, record, sort_keys=True)
+    records.append(record)
+  summary = sweeps.summarize(records)
+  _keep_best(options, summary)
+  files.write_text(os.path.join(top, SUMMARY_MD), sweeps.as_markdown(summary))
+  files.write_text(os.path.join(top, SUMMARY_JSON), sweeps.as_json(summary))
+  logger.info("Sweep summary in %s:\n%s", top, sweeps.as_markdown(summary))
+  return summary
+
+
+def _kept_before(top):
+  """The run the last summary kept as the best, or None."""
+  path = os.path.join(top, SUMMARY_JSON)
+  if not files.exists(path):
+    return None
+  with files.open_file(path) as f:
+    return json.load(f).get("kept")
+
+
+def _keep_best(options, summary):
+  """output_dir/best := the winner's kept checkpoint (its `best` folder, or its last checkpoint
+  where the task keeps none) with its results; --export_dir := the winner's export. Done once
+  per winner: a rerun of a finished sweep keeps what it kept (`summary["kept"]`)."""
+  top, name = options.output_dir, summary["best"]
+  summary["kept"] = name
+  if name is None or _kept_before(top) == name:
+    return
+  run = os.path.join(top, name)
+  record = next(r for r in summary["runs"] if r["name"] == name)
+  with files.atomic_path(os.path.join(top, BEST)) as tmp:
+    if files.isdir(os.path.join(run, BEST)):
+      _copy_tree(os.path.join(run, BEST), tmp)
+    else:
+      files.makedirs(tmp)
+      latest = tf.train.latest_checkpoint(run)
+      for source in files.glob(latest + ".*") if latest else ():
+        tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
+      write_results(os.path.join(tmp, "best_results.txt"), record.get("results") or {})
+  logger.info("Kept %s's checkpoint (the best run) as %s", name, os.path.join(top, BEST))
+  if options.export_dir and files.isdir(os.path.join(run, EXPORT)):
+    target = layout.version_path(options.export_dir, options.export_version)
+    with files.atomic_path(target) as tmp:
+      _copy_tree(os.path.join(run, EXPORT), tmp)
+    logger.info("Kept %s's export as %s", name, target)
+
+
+def _copy_tree(source, target):
+  """Copies the folder `source` to `target` (local or remote paths)."""
+  for folder, _, names in tf.io.gfile.walk(source):
+    here = os.path.join(target, os.path.relpath(folder, source))
+    tf.io.gfile.makedirs(here)
+    for name in names:
+      tf.io.gfile.copy(os.path.join(folder, name), os.path.join(here, name), overwrite=True)

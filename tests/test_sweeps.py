@@ -1,0 +1,159 @@
+"""Several runs of one command (--seeds, a grid of --learning_rate / --train_batch_size), their
+summary (median, spread, which run wins and why the others were passed over), resuming a stopped
+sweep, and early stopping on the dev metric."""
+
+import json
+import os
+
+import pytest
+
+from albert_tf.cli import sweep
+from albert_tf.cli.runs import run_classifier
+from albert_tf.metrics import sweeps
+from albert_tf.metrics.results import read_results
+from albert_tf.tasks.classification import ClassifierOptions
+from albert_tf.training.preemption import Preempted
+from conftest import ROOT, SHARED_DATA
+
+SST2 = SHARED_DATA / "glue" / "SST-2"
+
+
+def record(name, accuracy, lr=1e-5, status=sweeps.FINISHED, majority=(0.5, 100), **extra):
+  return dict(name=name, config={"learning_rate": lr, "train_batch_size": 32}, seed=1,
+              status=status, metric="accuracy",
+              results=None if accuracy is None else {"accuracy": accuracy, "loss": 0.5},
+              majority=dict(share=majority[0], examples=majority[1]), **extra)
+
+
+def test_the_summary_has_each_configurations_median_and_spread_and_the_best_run():
+  records = [record("a", 0.80), record("b", 0.90), record("c", 0.70), record("d", 0.60),
+             record("e", 0.95, lr=2e-5)]
+  summary = sweeps.summarize(records)
+  first, second = summary["configurations"]
+  assert (first["median"], first["min"], first["max"], first["runs"]) == (0.75, 0.60, 0.90, 4)
+  assert first["stdev"] == pytest.approx(0.1290994, abs=1e-6)
+  assert (second["median"], second["stdev"]) == (0.95, None)  # one run: no spread
+  assert summary["best"] == "e"
+  assert summary["runs"][0]["passed_over"] == "lower accuracy than e (0.8000 <= 0.9500)"
+
+
+def test_a_diverged_run_or_a_constant_classifier_never_wins_and_the_summary_says_why():
+  records = [record("diverged", None, status=sweeps.DIVERGED, error="loss nan at step 4"),
+             # 436 of 872 right: exactly the majority class's share, what a constant scores
+             record("constant", 0.5, majority=(436 / 872, 872)),
+             record("learned", 0.49, majority=(436 / 872, 872))]
+  summary = sweeps.summarize(records)
+  reasons = {run["name"]: run["passed_over"] for run in summary["runs"]}
+  assert summary["best"] == "learned"
+  assert reasons["diverged"] == "diverged: loss nan at step 4"
+  assert reasons["constant"].startswith("a constant classifier: dev accuracy 0.5000")
+  # The constant run's score is what that seed gave: it counts in the median.
+  assert summary["configurations"][0]["scored"] == 2
+  assert summary["configurations"][0]["diverged"] == 1
+  page = sweeps.as_markdown(summary)
+  assert "| learned | 0.4900 |" in page and "a constant classifier" in page
+  only_bad = sweeps.summarize(records[:2])
+  assert only_bad["best"] is None and "every run was passed over" in sweeps.as_markdown(only_bad)
+
+
+@pytest.fixture(scope="module")
+def features(tmp_path_factory):
+  """A small SST-2 (its first 64 train and 200 dev rows) and its features, built once for the
+  module's runs."""
+  folder = tmp_path_factory.mktemp("sst2")
+  for split, rows in (("train", 64), ("dev", 200)):
+    head = (SST2 / f"{split}.tsv").read_text().splitlines(keepends=True)[:1 + rows]
+    (folder / f"{split}.tsv").write_text("".join(head))
+  return folder
+
+
+def options(out, cache=None, **changes):
+  base = dict(task_name="sst-2", data_dir=str(cache or SST2), output_dir=str(out),
+              albert_config_file=str(ROOT / "configs" / "tiny.json"),
+              spm_model_file=str(SHARED_DATA / "sentencepiece" / "spiece.model"),
+              max_seq_length=16, do_train=True, do_eval=True, train_batch_size=8,
+              eval_batch_size=256, train_step=2, save_checkpoints_steps=2,
+              iterations_per_loop=2, learning_rate=1e-3, log_every_seconds=0,
+              cached_dir=str(cache or out.parent))
+  base.update(changes)
+  return ClassifierOptions(**base)
+
+
+def test_a_grid_runs_every_learning_rate_and_batch_size_at_every_seed(tmp_path):
+  plan = sweep.plan(options(tmp_path / "out", seeds=("1", "2"),
+                            grid={"learning_rate": (1e-5, 2e-5), "train_batch_size": (8, 16)}))
+  assert [name for name, _, _ in plan] == [
+      f"lr-{lr}_batch-{batch}/seed-{seed}" for lr in ("1e-05", "2e-05") for batch in (8, 16)
+      for seed in (1, 2)]
+  assert plan[-1][1:] == ({"learning_rate": 2e-5, "train_batch_size": 16}, 2)
+  with pytest.raises(ValueError, match="--seed .* or --seeds"):
+    sweep.plan(options(tmp_path, seeds=("1",), seed=3))
+
+
+def test_a_stopped_sweep_resumes_at_its_run_and_never_redoes_a_finished_one(tmp_path):
+  """A stub stands for the fine-tuning: the second run is stopped (SIGTERM's Preempted) the first
+  time; the same command then runs the second and third runs only. The third diverges; the best
+  run's checkpoint and export are kept."""
+  out = tmp_path / "out"
+  calls, stop = [], ["seed-2"]
+  scores = {"seed-1": 0.6, "seed-2": 0.8}
+
+  def run_one(o):
+    name = os.path.basename(o.output_dir)
+    calls.append(name)
+    if name in stop:
+      stop.remove(name)
+      raise Preempted(None, 1)
+    if name == "seed-3":
+      raise FloatingPointError("the loss was nan at step 1")
+    os.makedirs(os.path.join(o.output_dir, "best"))
+    open(os.path.join(o.output_dir, "best", "ckpt-2.index"), "w").write(name)
+    os.makedirs(os.path.join(o.export_dir))
+    open(os.path.join(o.export_dir, "saved_model.pb"), "w").write(name)
+    return dict(metric="accuracy", results={"accuracy": scores[name]}, majority=None)
+
+  o = options(out, seeds=("1", "2", "3"), export_dir=str(tmp_path / "models" / "sst2"),
+              export_version="auto")
+  with pytest.raises(Preempted):
+    sweep.run_sweep(o, run_one)
+  assert calls == ["seed-1", "seed-2"] and not (out / "summary.json").exists()
+  summary = sweep.run_sweep(o, run_one)
+  assert calls == ["seed-1", "seed-2", "seed-2", "seed-3"]
+  assert summary["best"] == "seed-2"
+  assert [run["passed_over"] for run in summary["runs"]] == [
+      "lower accuracy than seed-2 (0.6000 <= 0.8000)", None,
+      "diverged: the loss was nan at step 1"]
+  assert (out / "best" / "ckpt-2.index").read_text() == "seed-2"
+  assert (tmp_path / "models" / "sst2" / "1" / "saved_model.pb").read_text() == "seed-2"
+  assert json.loads((out / "summary.json").read_text())["best"] == "seed-2"
+  assert "| seed-3 |  |" in (out / "summary.md").read_text()
+  # Once more: nothing is run again, nothing kept again (no second export version).
+  sweep.run_sweep(o, run_one)
+  assert len(calls) == 4 and os.listdir(tmp_path / "models" / "sst2") == ["1"]
+
+
+def test_seeds_run_the_fine_tuning_once_each_and_keep_the_best_run(tmp_path, features):
+  summary = run_classifier(options(tmp_path / "out", features, seeds=("1", "2")))
+  out = tmp_path / "out"
+  runs = {run["name"]: run for run in summary["runs"]}
+  assert sorted(runs) == ["seed-1", "seed-2"] and summary["metric"] == "accuracy"
+  for name, run in runs.items():  # each run's kept checkpoint and its results, in its folder
+    assert run["results"] == read_results(out / name / "best" / "best_results.txt")
+    assert run["majority"]["examples"] == 200
+  best = read_results(out / "best" / "best_results.txt")
+  assert best == runs[summary["best"]]["results"]
+  assert os.path.exists(out / "best" / "ckpt-2.index")
+
+
+def test_early_stopping_stops_after_patience_evaluations_without_a_better_best(tmp_path,
+                                                                             features):
+  # A learning rate too small to move a prediction: the first evaluation stays the best.
+  o = options(tmp_path / "out", features, train_step=20, save_checkpoints_steps=1, iterations_per_loop=1,
+              learning_rate=1e-12, early_stopping_patience=2, seed=1)
+  results = run_classifier(o)
+  assert results["global_step"] == 3  # evaluations at 1 (the best), 2, 3: two without
+  assert read_results(tmp_path / "out" / "best" / "best_results.txt")["global_step"] == 1
+  assert sorted(os.listdir(tmp_path / "out"))[:3] == ["albert_config.json", "best", "checkpoint"]
+  # The same command again: the run stopped early and stays stopped.
+  assert run_classifier(o)["global_step"] == 3
+  assert not os.path.exists(tmp_path / "out" / "ckpt-4.index")
