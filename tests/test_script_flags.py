@@ -61,11 +61,16 @@ def dumped():
 # Flags added since e45fe7a, by the scripts that have them (each option of TrainingOptions is a
 # flag of every training script).
 TRAINING_SCRIPTS = ("run_pretraining", "run_classifier", "run_squad", "run_race", "run_ner")
-ADDED = {"allow_untrained": TRAINING_SCRIPTS}  # issue 43
-# Flags whose help changed since, with words the new help must hold (the rest must not change).
 FINE_TUNING_SCRIPTS = TRAINING_SCRIPTS[1:]
+ADDED = {"allow_untrained": TRAINING_SCRIPTS,  # issue 43
+         "onnx": FINE_TUNING_SCRIPTS + ("export_savedmodel",),  # issue 46
+         "onnx_quantize": FINE_TUNING_SCRIPTS + ("export_savedmodel",)}
+# Flags whose help changed since, with words the new help must hold (the rest must not change).
 HELP_CHANGED = {"init_checkpoint": (FINE_TUNING_SCRIPTS, "keras-hub"),  # issue 44
-                "albert_hub_module_handle": (FINE_TUNING_SCRIPTS, "TF1 Hub module")}
+                "albert_hub_module_handle": (FINE_TUNING_SCRIPTS, "TF1 Hub module"),
+                "serving_dtype": (("export_savedmodel",), "float16 for GPUs")}  # issue 46
+# Enum flags with choices added since (the others must stay as they were).
+CHOICES_ADDED = {"serving_dtype": (("export_savedmodel",), ["float16"])}  # issue 46
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -80,6 +85,10 @@ def test_a_scripts_flags_are_the_ones_it_had_before_they_were_generated(dumped, 
     if script in scripts:
       assert words in now[name]["help"], name
       now[name] = dict(now[name], help=before[name]["help"])
+  for name, (scripts, choices) in CHOICES_ADDED.items():
+    if script in scripts:
+      assert now[name]["enum_values"] == before[name]["enum_values"] + choices, name
+      now[name] = dict(now[name], enum_values=before[name]["enum_values"])
   assert now == before
 
 

@@ -8,6 +8,7 @@ SIGTERM outside the training loop stops the phase at once (`preemption.sigterm_r
 output appears only whole, and the same command does that work again.
 """
 
+from albert_tf.export.onnx import check_onnx_options
 from albert_tf.export.tasks import export_task
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.tasks.ner import NerTask
@@ -22,6 +23,16 @@ def _require_one_of(options, flags):
   if not any(getattr(options, flag, None) for flag in flags):
     names = [f"--{flag}" for flag in flags]
     raise ValueError(f"at least one of {', '.join(names[:-1])} or {names[-1]} must be set")
+
+
+def check_export_flags(options):
+  """A fine-tuning run's export flags that cannot work, refused before any work: --onnx
+  (and --onnx_quantize) writes beside --export_dir's SavedModel, of a float32 model."""
+  if options.onnx or options.onnx_quantize:
+    if not options.export_dir:
+      raise ValueError("--onnx writes the ONNX file beside the serving SavedModel: give "
+                       "--export_dir")
+    check_onnx_options(options.mixed_precision, flag="--mixed_precision")
 
 
 def run_task(task, strategy=None, history=None):
@@ -53,22 +64,26 @@ def run_pretraining(options, strategy=None, history=None):
 def run_classifier(options, strategy=None):
   """What run_classifier.py does; returns the last dev results (or None)."""
   _require_one_of(options, ("do_train", "do_eval", "do_predict"))
+  check_export_flags(options)
   return run_task(ClassificationTask(options), strategy)[1]
 
 
 def run_squad(options, strategy=None):
   """What run_squad.py does; returns the prediction metrics (or None)."""
   _require_one_of(options, ("do_train", "do_predict", "export_dir"))
+  check_export_flags(options)
   return run_task(SquadTask(options), strategy)[2]
 
 
 def run_race(options, strategy=None):
   """What run_race.py does; returns the last dev results (or None)."""
   _require_one_of(options, ("do_train", "do_eval", "do_predict", "export_dir"))
+  check_export_flags(options)
   return run_task(RaceTask(options), strategy)[1]
 
 
 def run_ner(options, strategy=None):
   """What run_ner.py does; returns the last dev results (or None)."""
   _require_one_of(options, ("do_train", "do_eval", "do_predict", "export_dir"))
+  check_export_flags(options)
   return run_task(NerTask(options), strategy)[1]

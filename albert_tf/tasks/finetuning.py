@@ -42,6 +42,12 @@ class FineTuningOptions(TrainingOptions):
   do_lower_case: bool = option(True, "Lowercase the input.")
   do_train: bool = option(False, "Train.")
   predict_batch_size: int = option(8, "Predict batch.", bound=">= 1")
+  onnx: bool = option(
+      False, "With --export_dir, also write <kind>.onnx beside the serving SavedModel's files: "
+      "the task model for ONNX Runtime, token ids in, batch and sequence length dynamic.")
+  onnx_quantize: bool = option(
+      False, "Write that ONNX file with ONNX Runtime's dynamic int8 quantization (implies "
+      "--onnx).")
 
 
 class FineTuningTask(Task):
