@@ -1,7 +1,7 @@
 """ONNX files of the encoder and the task models, for ONNX Runtime: token ids in, batch and
 sequence length dynamic.
 
-  export_onnx(encoder_computation(pretrainer), "encoder.onnx", encoder_specs())
+  export_onnx(encoder_computation(pretrainer), "encoder.onnx", id_specs())
   outputs = run_onnx("encoder.onnx", {"input_word_ids": ids, "input_mask": mask,
                                       "input_type_ids": types})  # numpy, by output name
 
@@ -13,8 +13,9 @@ however many layers apply them, so an ALBERT-base file is its 11.7M parameters' 
 What the SavedModels do that an ONNX file does not: tokenization (ONNX Runtime gets token ids,
 as TFLite does: `preprocessing/`, or the task SavedModel's raw-text signatures, do the
 tokenizing, packing, windowing and answer decoding) and request checks (`requests.py`: an
-id outside the vocabulary is an INVALID_ARGUMENT there; through ONNX Runtime's CPU Gather it
-is an error naming the Gather node: see docs/onnx.md).
+id outside the vocabulary is an INVALID_ARGUMENT there; through ONNX Runtime an id past the
+vocabulary is an error of the embedding's Gather and a negative one silently counts from the
+end: docs/onnx.md).
 
 `quantize=True` is ONNX Runtime's dynamic quantization (`quantize_dynamic`, int8 weights of
 every MatMul and Gather, activations quantized per call, no calibration data).
@@ -30,8 +31,8 @@ from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS
 
-# ONNX Runtime 1.17+ runs opset 17 (LayerNormalization is an op from 17 on); onnx 1.23 and
-# tf2onnx 1.17 write it. Stated in the file's opset_import.
+# The ONNX opset the files are written in (their opset_import says it): tf2onnx 1.17 writes it
+# and ONNX Runtime 1.32 runs it (tests/test_onnx.py); 17 has been in ONNX since 1.12 (2022).
 OPSET = 17
 
 
@@ -150,10 +151,13 @@ def export_onnx(compute, onnx_file, specs, quantize=False):
   return len(data)
 
 
-def session(onnx_file, optimization="all", threads=0):
+def session(onnx_file, optimization="all", threads=0, spinning=True):
   """An ONNX Runtime CPU session of `onnx_file`. `optimization`: ONNX Runtime's graph
   optimisation level ("disable", "basic", "extended", "all"; "all" is its default);
-  `threads`: intra-op threads (0: ONNX Runtime's choice, one per core)."""
+  `threads`: intra-op threads (0: ONNX Runtime's choice, one per core); `spinning=False`: its
+  idle threads sleep instead of spinning between ops (`session.intra_op.allow_spinning`),
+  which costs a wake-up per op on an idle machine and saves spinning against other processes
+  on a shared one (BENCHMARKS.md)."""
   import onnxruntime as ort  # pylint: disable=g-import-not-at-top
   options = ort.SessionOptions()
   options.graph_optimization_level = {
@@ -162,6 +166,7 @@ def session(onnx_file, optimization="all", threads=0):
       "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
       "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[optimization]
   options.intra_op_num_threads = threads
+  options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
   return ort.InferenceSession(onnx_file, options, providers=["CPUExecutionProvider"])
 
 
