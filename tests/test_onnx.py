@@ -9,10 +9,9 @@ import onnx
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
 from albert_tf.cli.runs import run_classifier
 from albert_tf.export.bundle import export_bundle
-from albert_tf.export.encoder import export_encoder
 from albert_tf.export.onnx import (OPSET, encoder_computation, export_onnx, id_specs, run_onnx,
                                    session)
 from albert_tf.export.tasks import export_task_onnx
@@ -42,14 +41,18 @@ def ids(batch, seq, seed=0, vocab=CONFIG.vocab_size):
 
 @pytest.fixture(scope="module")
 def encoder_files(tmp_path_factory):
-  """A randomised tiny pretrainer, its encoder SavedModel and its float32 and int8 ONNX files."""
+  """A randomised tiny pretrainer's bundle (export_savedmodel.py --onnx: the encoder SavedModel
+  and encoder.onnx, from its original-format checkpoint) and an int8 ONNX file of it."""
   folder = tmp_path_factory.mktemp("onnx")
   model = randomised(AlbertPretrainer(CONFIG), seed=46)
-  saved = tf.saved_model.load(export_encoder(model, str(folder / "encoder")))
-  paths = {}
-  for quantize in (False, True):
-    paths[quantize] = str(folder / f"encoder-{quantize}.onnx")
-    export_onnx(encoder_computation(model), paths[quantize], id_specs(), quantize=quantize)
+  config = str(folder / "albert_config.json")
+  model.config.to_json_file(config)
+  checkpoint = save_tf1_checkpoint(model, str(folder / "tf1" / "model.ckpt"))
+  bundle = export_bundle(config, checkpoint, str(folder / "bundle"), max_seq_length=MAX,
+                         onnx=True)
+  saved = tf.saved_model.load(bundle["encoder"])
+  paths = {False: bundle["onnx"], True: str(folder / "encoder-int8.onnx")}
+  export_onnx(encoder_computation(model), paths[True], id_specs(), quantize=True)
   return model, saved, paths
 
 
