@@ -31,7 +31,7 @@ import tf_keras
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export.encoder import export_encoder
-from albert_tf.export.onnx import encoder_computation, export_onnx, id_specs, run_onnx, session
+from albert_tf.export.onnx import export_encoder_onnx, run_onnx, session
 from benchmarks.distill_bench import machine
 
 
@@ -98,7 +98,7 @@ def main(argv=None):
   if not (args.reuse and all(os.path.exists(p) for p in [saved_dir, *files.values()])):
     export_encoder(model, saved_dir)
     for name, path in files.items():
-      export_onnx(encoder_computation(model), path, id_specs(), quantize=name.endswith("int8"))
+      export_encoder_onnx(model, path, quantize=name.endswith("int8"))
   optimized = os.path.join(args.work_dir, "encoder-optimized.onnx")
   fused = transformer_optimized(files["onnx float32"], optimized, config)
   print(f"transformer optimizer (bert_tf) fused: {fused or 'nothing'}")
@@ -113,7 +113,8 @@ def main(argv=None):
   rows = []
   for batch, calls in ((1, args.calls_batch1), (32, args.calls_batch32)):
     ids = rng.integers(5, config.vocab_size, (batch, args.seq_length)).astype(np.int32)
-    x = dict(input_word_ids=ids, input_mask=np.ones_like(ids), input_type_ids=np.zeros_like(ids))
+    x = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+         "input_type_ids": np.zeros_like(ids)}
     tensors = {k: tf.constant(v) for k, v in x.items()}
     want = {k: v.numpy() for k, v in served(**tensors).items()}
     calls_of = {"savedmodel": lambda t=tensors: served(**t)["pooled_output"].numpy()}
@@ -149,7 +150,8 @@ def main(argv=None):
   print("\n".join(rows))
   if args.profile:
     ids = rng.integers(5, config.vocab_size, (1, args.seq_length)).astype(np.int32)
-    x = dict(input_word_ids=ids, input_mask=np.ones_like(ids), input_type_ids=np.zeros_like(ids))
+    x = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+         "input_type_ids": np.zeros_like(ids)}
     wall, nodes, by_type = profile(files["onnx float32"], x, args.work_dir)
     print(f"\nONNX Runtime profile, float32, batch 1: {wall:.1f} ms per call, of which "
           f"{nodes:.1f} ms in its nodes; by op type (ms per call):")

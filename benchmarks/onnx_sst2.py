@@ -21,10 +21,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import distill_bench  # noqa: E402  (the teacher, its dev features and the TFLite rows)
+import distill_bench  # the teacher, its dev features and the TFLite rows
 
-from albert_tf import AlbertConfig  # noqa: E402
-from albert_tf.export.onnx import export_onnx, run_onnx, session, task_computation  # noqa: E402
+from albert_tf import AlbertConfig
+from albert_tf.export.onnx import export_onnx, run_onnx, session, task_computation
 
 
 def onnx_rows(model, inputs, labels, args):

@@ -12,8 +12,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
 from albert_tf.cli.runs import run_classifier
 from albert_tf.export.bundle import export_bundle
-from albert_tf.export.onnx import (OPSET, encoder_computation, export_onnx, id_specs, run_onnx,
-                                   session)
+from albert_tf.export.onnx import OPSET, export_encoder_onnx, run_onnx, session
 from albert_tf.export.tasks import export_task_onnx
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
@@ -52,7 +51,7 @@ def encoder_files(tmp_path_factory):
                          onnx=True)
   saved = tf.saved_model.load(bundle["encoder"])
   paths = {False: bundle["onnx"], True: str(folder / "encoder-int8.onnx")}
-  export_onnx(encoder_computation(model), paths[True], id_specs(), quantize=True)
+  export_encoder_onnx(model, paths[True], quantize=True)
   return model, saved, paths
 
 

@@ -7,8 +7,7 @@ import os
 from albert_tf import files
 from albert_tf.config import AlbertConfig
 from albert_tf.export.encoder import export_encoder, export_tflite
-from albert_tf.export.onnx import (OPSET, check_onnx_options, encoder_computation, export_onnx,
-                                   id_specs)
+from albert_tf.export.onnx import OPSET, check_onnx_options, export_encoder_onnx
 from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.option_fields import option, sequence_length
@@ -153,7 +152,7 @@ def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, d
     paths["tflite"] = path
   if onnx:
     path = os.path.join(export_dir, "encoder.onnx")
-    size = export_onnx(encoder_computation(model), path, id_specs(), quantize=onnx_quantize)
+    size = export_encoder_onnx(model, path, quantize=onnx_quantize)
     logger.info("ONNX encoder (opset %d%s): %.1f MB", OPSET,
                 ", dynamic int8" if onnx_quantize else "", size / 1e6)
     paths["onnx"] = path

@@ -1,7 +1,7 @@
 """ONNX files of the encoder and the task models, for ONNX Runtime: token ids in, batch and
 sequence length dynamic.
 
-  export_onnx(encoder_computation(pretrainer), "encoder.onnx", id_specs())
+  export_encoder_onnx(pretrainer, "encoder.onnx")
   outputs = run_onnx("encoder.onnx", {"input_word_ids": ids, "input_mask": mask,
                                       "input_type_ids": types})  # numpy, by output name
 
@@ -76,6 +76,12 @@ def encoder_computation(pretrainer):
     outputs = encoder(inputs, training=False)
     return _float32({k: outputs[k] for k in ("pooled_output", "sequence_output")})
   return compute
+
+
+def export_encoder_onnx(pretrainer, onnx_file, quantize=False):
+  """Writes the encoder of `pretrainer` as `onnx_file` (`encoder_computation`'s outputs, the
+  three id inputs); returns its size in bytes."""
+  return export_onnx(encoder_computation(pretrainer), onnx_file, id_specs(), quantize=quantize)
 
 
 def _named(name, model):
