@@ -14,6 +14,7 @@ import tf_keras
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
+from albert_tf.export.onnx import run_onnx
 from albert_tf.interop.checkpoints import native_checkpoint
 from conftest import ROOT, SHARED_DATA, encode_with_masks_python
 from serving_requests import assert_rejected
@@ -200,10 +201,19 @@ def test_saved_model_cli_shows_and_runs_the_signatures(exported):
 def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_another_shape(
     exported, native_bundle, tmp_path):
   model, _, folder = exported
-  paths, _, _, log = native_bundle  # export_savedmodel.py --jit_compile, run by the fixture
+  paths, _, _, log = native_bundle  # export_savedmodel.py --jit_compile --onnx, by the fixture
   for name in ("encoder", "preprocessing", "fill_mask"):
     assert (pathlib.Path(paths[name]) / "saved_model.pb").exists(), name
     assert f"exported {name}: {paths[name]}" in log
+  # --onnx beside --jit_compile (which compiles the SavedModel's signatures only): encoder.onnx
+  # of this 2-group, 2-inner-block model gives the encoder's outputs at another length too.
+  onnx_file = str(pathlib.Path(paths["encoder"]).parent / "encoder.onnx")
+  assert f"exported onnx: {onnx_file}" in log
+  for x in (inputs(seed=3), inputs(batch=2, seq=5, seed=4)):
+    got = run_onnx(onnx_file, {k: v.numpy() for k, v in x.items()})
+    want = model.encoder(x, training=False)
+    for name in ("pooled_output", "sequence_output"):
+      np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=name)
   # --jit_compile reaches the encoder only (string ops cannot be XLA-compiled).
   assert b"_XlaMustCompile" in (pathlib.Path(paths["encoder"]) / "saved_model.pb").read_bytes()
   assert b"_XlaMustCompile" not in (pathlib.Path(paths["fill_mask"]) /
@@ -312,7 +322,7 @@ def native_bundle(exported):
   ran = subprocess.run([sys.executable, str(ROOT / "export_savedmodel.py"),
                         f"--albert_config_file={config}", f"--checkpoint={pretraining}",
                         f"--spm_model_file={SPM}", f"--max_seq_length={SEQ}",
-                        f"--export_dir={full}", "--jit_compile"],
+                        f"--export_dir={full}", "--jit_compile", "--onnx"],
                        capture_output=True, text=True, timeout=300)
   assert ran.returncode == 0, ran.stderr[-2000:]
   paths = {name: str(full / name) for name in ("encoder", "preprocessing", "fill_mask")}
