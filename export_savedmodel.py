@@ -9,8 +9,10 @@ vocabulary (--spm_model_file or --vocab_file), export_dir/preprocessing (raw str
 input_word_ids/input_mask/input_type_ids, tokenized in-graph) and, when the checkpoint holds
 the MLM head (a pretraining checkpoint, ours or the original's), export_dir/fill_mask (text
 with [MASK]s -> top tokens); with --tflite, export_dir/encoder.tflite (--tflite_quantize: the
-same file with dynamic-range int8 weights, about a quarter of the size). --jit_compile compiles
-the encoder's signatures with XLA (see albert_tf/export/encoder.py).
+same file with dynamic-range int8 weights, about a quarter of the size); with --onnx,
+export_dir/encoder.onnx for ONNX Runtime, any batch and length (--onnx_quantize: its dynamic
+int8; docs/onnx.md). --jit_compile compiles the encoder's signatures with XLA (see
+albert_tf/export/encoder.py); --serving_dtype=bfloat16 / float16 computes in that dtype.
 
 export_dir is replaced as a whole, atomically: the bundle is written into a sibling
 `<export_dir>.tmp-export-<pid>` and renamed into place, so nothing of a previous export stays

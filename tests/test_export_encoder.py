@@ -14,6 +14,7 @@ import tf_keras
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_checkpoint
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.encoder import export_encoder, export_tflite
+from albert_tf.export.onnx import run_onnx
 from albert_tf.interop.checkpoints import native_checkpoint
 from conftest import ROOT, SHARED_DATA, encode_with_masks_python, sentence_embeddings_python
 from serving_requests import assert_rejected
@@ -200,10 +201,19 @@ def test_saved_model_cli_shows_and_runs_the_signatures(exported):
 def test_real_data_export_cli_writes_every_model_and_rejects_a_checkpoint_of_another_shape(
     exported, native_bundle, tmp_path):
   model, _, folder = exported
-  paths, _, _, log = native_bundle  # export_savedmodel.py --jit_compile, run by the fixture
+  paths, _, _, log = native_bundle  # export_savedmodel.py --jit_compile --onnx, by the fixture
   for name in ("encoder", "preprocessing", "embed", "fill_mask"):
     assert (pathlib.Path(paths[name]) / "saved_model.pb").exists(), name
     assert f"exported {name}: {paths[name]}" in log
+  # --onnx beside --jit_compile (which compiles the SavedModel's signatures only): encoder.onnx
+  # of this 2-group, 2-inner-block model gives the encoder's outputs at another length too.
+  onnx_file = str(pathlib.Path(paths["encoder"]).parent / "encoder.onnx")
+  assert f"exported onnx: {onnx_file}" in log
+  for x in (inputs(seed=3), inputs(batch=2, seq=5, seed=4)):
+    got = run_onnx(onnx_file, {k: v.numpy() for k, v in x.items()})
+    want = model.encoder(x, training=False)
+    for name in ("pooled_output", "sequence_output"):
+      np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=name)
   # --jit_compile reaches the encoder only (string ops cannot be XLA-compiled).
   assert b"_XlaMustCompile" in (pathlib.Path(paths["encoder"]) / "saved_model.pb").read_bytes()
   assert b"_XlaMustCompile" not in (pathlib.Path(paths["fill_mask"]) /
@@ -251,36 +261,47 @@ def test_a_model_initialised_from_the_exported_encoder_gives_its_outputs(exporte
                                 model.encoder(x, training=False)["pooled_output"])
 
 
-def test_a_bfloat16_serving_export_has_float32_outputs_close_to_float32(exported, tmp_path):
-  """export_savedmodel.py --serving_dtype=bfloat16: the encoder computes in bfloat16, the
-  attention softmax and the logits in float32, and the SavedModel's outputs are float32,
-  within bfloat16 rounding of the float32 model's; the global policy is left as it was."""
+# The unit roundoff of each serving dtype (half the gap between 1 and the next number):
+# bfloat16 keeps 8 significant bits, float16 11.
+UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+@pytest.mark.parametrize("dtype", sorted(UNIT_ROUNDOFF))
+def test_a_mixed_serving_export_has_float32_outputs_within_its_dtypes_rounding(
+    exported, tmp_path, dtype):
+  """export_savedmodel.py --serving_dtype=bfloat16 (CPUs with AVX512_BF16 / AMX, GPUs) and
+  float16 (GPUs): the encoder computes in that dtype, the attention softmax, the LayerNorms
+  and the logits in float32, and the SavedModel's outputs are float32, within that dtype's
+  rounding of the float32 model's; the global policy is left as it was."""
   model, _, folder = exported
-  config = str(folder / "bf16_config.json")
+  config = str(folder / f"{dtype}_config.json")
   model.config.to_json_file(config)
-  paths = export_bundle(config, str(folder / "tf1" / "model.ckpt"), str(tmp_path / "bf16"),
-                        max_seq_length=SEQ, serving_dtype="bfloat16")
+  paths = export_bundle(config, str(folder / "tf1" / "model.ckpt"), str(tmp_path / dtype),
+                        max_seq_length=SEQ, serving_dtype=dtype)
   assert tf_keras.mixed_precision.global_policy().name == "float32"
   loaded = tf.saved_model.load(paths["encoder"])
   with pytest.raises(ValueError, match="float32"):
     export_bundle(config, str(folder / "tf1" / "model.ckpt"), str(tmp_path / "x"),
-                  max_seq_length=SEQ, serving_dtype="bfloat16", tflite=True)
+                  max_seq_length=SEQ, serving_dtype=dtype, tflite=True)
   x = inputs(seed=5)
   positions = tf.constant([[1, 2], [0, 3], [2, 2]], tf.int32)
   got = loaded.signatures["mlm"](masked_lm_positions=positions, **x)
   want = model(dict(x, masked_lm_positions=positions), training=False)
   for name in ("pooled_output", "sequence_output", "encoder_outputs", "mlm_logits"):
     assert got[name].dtype == tf.float32, name
-  # bfloat16's unit roundoff 2^-8 of the values' scale, grown as a random walk over the
+  # The dtype's unit roundoff u of the values' scale, grown as a random walk over the
   # roundings on the way (~14 per layer, the embeddings and the head), 4 standard deviations
   # wide for the tails of thousands of elements.
+  u = UNIT_ROUNDOFF[dtype]
   roundings = 14 * model.config.num_hidden_layers + 4
   for name in ("sequence_output", "mlm_logits"):
     scale = np.max(np.abs(want[name]))
     np.testing.assert_allclose(got[name], want[name], rtol=0, err_msg=name,
-                               atol=4 * 2.0 ** -8 * np.sqrt(roundings) * scale)
-  # bfloat16 rounding, not float32's: the export did compute in bfloat16.
-  assert np.max(np.abs(got["sequence_output"] - want["sequence_output"])) > 1e-3
+                               atol=4 * u * np.sqrt(roundings) * scale)
+  # The dtype's rounding, not float32's (2^-24, 2^13 to 2^16 times smaller than u / 64): the
+  # export did compute in that dtype.
+  error = np.max(np.abs(got["sequence_output"] - want["sequence_output"]))
+  assert error > u / 64 * np.max(np.abs(want["sequence_output"]))
 
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
@@ -301,7 +322,7 @@ def native_bundle(exported):
   ran = subprocess.run([sys.executable, str(ROOT / "export_savedmodel.py"),
                         f"--albert_config_file={config}", f"--checkpoint={pretraining}",
                         f"--spm_model_file={SPM}", f"--max_seq_length={SEQ}",
-                        f"--export_dir={full}", "--jit_compile"],
+                        f"--export_dir={full}", "--jit_compile", "--onnx"],
                        capture_output=True, text=True, timeout=300)
   assert ran.returncode == 0, ran.stderr[-2000:]
   paths = {name: str(full / name) for name in ("encoder", "preprocessing", "embed", "fill_mask")}

@@ -12,6 +12,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_
 from albert_tf.cli import convert
 from albert_tf.cli.runs import run_classifier
 from albert_tf.export.encoder import export_encoder
+from albert_tf.export.onnx import run_onnx
 from albert_tf.export.tflite import tflite_logits
 from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import tf1_variable_map
@@ -52,7 +53,8 @@ def test_real_data_sst2_writes_every_output(cache, tmp_path):
   # Exported as TF Serving's version 1 of a model "serving" (--export_version=auto).
   results = run_classifier(opts("sst-2", tmp_path, cache, do_predict=True,
                                 export_dir=str(tmp_path / "models" / "serving"),
-                                export_version="auto", tflite_quantize=True))
+                                export_version="auto", tflite_quantize=True,
+                                onnx=True))
   assert os.listdir(tmp_path / "models" / "serving") == ["1"]
   os.rename(tmp_path / "models" / "serving" / "1", tmp_path / "serving")
   serving = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
@@ -73,6 +75,10 @@ def test_real_data_sst2_writes_every_output(cache, tmp_path):
   int8 = tflite_logits(str(tmp_path / "serving" / "classifier.tflite"), *(
       padded[k] for k in ("input_word_ids", "input_mask", "input_type_ids")))
   np.testing.assert_allclose(int8, expected, atol=0.05)
+  # --onnx: classifier.onnx beside them gives the same logits at the request's own length.
+  onnx_logits = run_onnx(str(tmp_path / "serving" / "classifier.onnx"),
+                         {k: v.numpy() for k, v in inputs.items()})["logits"]
+  np.testing.assert_allclose(onnx_logits, expected, atol=1e-5)
   assert [l.split(" = ")[0] for l in lines(tmp_path / "eval_results.txt")] == [
       "accuracy", "global_step", "loss"]
   assert results["global_step"] == 6 and 0.0 <= results["accuracy"] <= 1.0

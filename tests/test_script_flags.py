@@ -65,13 +65,18 @@ FINE_TUNING_SCRIPTS = TRAINING_SCRIPTS[1:]
 ADDED = {"allow_untrained": TRAINING_SCRIPTS,  # issue 43
          "export_version": FINE_TUNING_SCRIPTS + ("export_savedmodel",),  # issue 45
          "recipe": FINE_TUNING_SCRIPTS, "seeds": FINE_TUNING_SCRIPTS,  # issue 47
-         "early_stopping_patience": FINE_TUNING_SCRIPTS}
+         "early_stopping_patience": FINE_TUNING_SCRIPTS,
+         "onnx": FINE_TUNING_SCRIPTS + ("export_savedmodel",),  # issue 46
+         "onnx_quantize": FINE_TUNING_SCRIPTS + ("export_savedmodel",)}
 # Flags whose help changed since, with words the new help must hold (the rest must not change).
 HELP_CHANGED = {"init_checkpoint": (FINE_TUNING_SCRIPTS, "keras-hub"),  # issue 44
                 "albert_hub_module_handle": (FINE_TUNING_SCRIPTS, "TF1 Hub module"),
                 # issue 47: a comma-separated list makes a sweep's grid
                 "learning_rate": (FINE_TUNING_SCRIPTS, "comma-separated"),
-                "train_batch_size": (FINE_TUNING_SCRIPTS, "comma-separated")}
+                "train_batch_size": (FINE_TUNING_SCRIPTS, "comma-separated"),
+                "serving_dtype": (("export_savedmodel",), "float16 for GPUs")}  # issue 46
+# Enum flags with choices added since (the others must stay as they were).
+CHOICES_ADDED = {"serving_dtype": (("export_savedmodel",), ["float16"])}  # issue 46
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -86,6 +91,10 @@ def test_a_scripts_flags_are_the_ones_it_had_before_they_were_generated(dumped, 
     if script in scripts:
       assert words in now[name]["help"], name
       now[name] = dict(now[name], help=before[name]["help"])
+  for name, (scripts, choices) in CHOICES_ADDED.items():
+    if script in scripts:
+      assert now[name]["enum_values"] == before[name]["enum_values"] + choices, name
+      now[name] = dict(now[name], enum_values=before[name]["enum_values"])
   assert now == before
 
 

@@ -13,6 +13,7 @@ output appears only whole, and the same command does that work again.
 """
 
 from albert_tf.cli import sweep
+from albert_tf.export.onnx import check_onnx_options
 from albert_tf.export.tasks import export_task
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.tasks.ner import NerTask
@@ -30,6 +31,16 @@ def _require_one_of(options, flags):
     raise ValueError(f"at least one of {', '.join(names[:-1])} or {names[-1]} must be set")
 
 
+def check_export_flags(options):
+  """A fine-tuning run's export flags that cannot work, refused before any work: --onnx
+  (and --onnx_quantize) writes beside --export_dir's SavedModel, of a float32 model."""
+  if options.onnx or options.onnx_quantize:
+    if not options.export_dir:
+      raise ValueError("--onnx writes the ONNX file beside the serving SavedModel: give "
+                       "--export_dir")
+    check_onnx_options(options.mixed_precision, flag="--mixed_precision")
+
+
 def run_task(task, strategy=None, history=None, run=None):
   """Resumes or starts `task`'s run, trains, evaluates and predicts as its flags ask, then
   exports (--export_dir); returns (train results, dev results, predictions)."""
@@ -44,6 +55,7 @@ def run_fine_tuning(task_class, script, options, strategy, phase):
   """A fine-tuning script's job: `--recipe` applied, then one run, returning its `phase`'s
   results (1: dev, 2: predictions), or a sweep, returning its summary."""
   options = apply_recipe(options, script)
+  check_export_flags(options)
   if not sweep.is_sweep(options):
     return run_task(task_class(options), strategy)[phase]
 

@@ -9,6 +9,7 @@ from albert_tf import files
 from albert_tf.config import AlbertConfig
 from albert_tf.export import layout
 from albert_tf.export.encoder import export_encoder, export_tflite
+from albert_tf.export.onnx import OPSET, check_onnx_options, export_encoder_onnx
 from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.option_fields import VERSION, option, sequence_length
@@ -18,10 +19,11 @@ from albert_tf.training.precision import precision_policy
 logger = logging.getLogger(__name__)
 
 # What an export writes into export_dir; a folder holding anything else is not replaced.
-BUNDLE_ENTRIES = ("encoder", "preprocessing", "embed", "fill_mask", "encoder.tflite")
+BUNDLE_ENTRIES = ("encoder", "preprocessing", "embed", "fill_mask", "encoder.tflite",
+                  "encoder.onnx")
 
 
-SERVING_DTYPES = ("float32", "bfloat16")
+SERVING_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclasses.dataclass
@@ -44,12 +46,30 @@ class BundleOptions:
       "float32 size; implies --tflite).")
   serving_dtype: str = option(
       "float32", "Compute dtype of the exported models: bfloat16 for CPUs with AVX512_BF16 / "
-      "AMX and for GPUs (weights stay float32; inputs and outputs are unchanged).",
+      "AMX and for GPUs, float16 for GPUs (weights stay float32; softmax, LayerNorm and the "
+      "outputs float32; inputs and outputs are unchanged).",
       choices=SERVING_DTYPES)
   export_version: str = option(
       None, "Write TF Serving's layout: each SavedModel as --export_dir/<model>/<version>/ "
       "(other files in the encoder version's assets.extra/), earlier versions kept: a positive "
       "integer, or auto for the next after the highest present.", bound=VERSION)
+  onnx: bool = option(
+      False, "Also write encoder.onnx (token ids in, pooled and sequence output out; batch "
+      "and sequence length dynamic; for ONNX Runtime).")
+  onnx_quantize: bool = option(
+      False, "Write encoder.onnx with ONNX Runtime's dynamic int8 quantization (about a "
+      "quarter of the float32 size; implies --onnx).")
+
+
+def check_bundle_options(o):
+  """Refuses, before any work, a combination of BundleOptions that cannot work, saying why."""
+  if o.serving_dtype not in SERVING_DTYPES:
+    raise ValueError(f"--serving_dtype={o.serving_dtype!r}: one of {', '.join(SERVING_DTYPES)}")
+  if o.serving_dtype != "float32" and (o.tflite or o.tflite_quantize):
+    raise ValueError("--tflite converts a float32 model; export it with "
+                     "--serving_dtype=float32")
+  if o.onnx or o.onnx_quantize:
+    check_onnx_options(o.serving_dtype)
 
 
 def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
@@ -57,15 +77,18 @@ def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
   task_models.EmbeddingModel) and `fill_mask/` when a vocabulary is given (fill_mask when the
   checkpoint has the MLM head too); and `encoder.tflite` (with `tflite`, or
   `tflite_quantize`: its weights dynamic-range int8, about a quarter of the float32 size).
+  `onnx` (or `onnx_quantize`: ONNX Runtime's dynamic int8) writes `encoder.onnx` too
+  (export/onnx.py).
   `settings`: the other fields of BundleOptions, by name (their defaults otherwise).
 
   Returns `{name: path}`. The checkpoint may be ours or the original's (TF1, TF-Hub module);
   a checkpoint of another shape is an error naming both variables, before anything is written.
-  `jit_compile`: the encoder's signatures as XLA clusters (`export_encoder`); the preprocessing
+  `jit_compile`: the encoder's signatures as XLA clusters (`export_encoder`); the preprocessing,
   embed and fill_mask models (string ops, which XLA cannot compile) stay plain graphs.
   `serving_dtype="bfloat16"`: the models compute in bfloat16 (Keras' mixed_bfloat16: weights
-  kept float32, softmax and outputs float32), for CPUs with AVX512_BF16 / AMX and for GPUs;
-  inputs and outputs stay as they are.
+  kept float32, softmax, LayerNorm and outputs float32), for CPUs with AVX512_BF16 / AMX and
+  for GPUs; `"float16"` the same in float16 (mixed_float16), for GPUs. Inputs and outputs
+  stay as they are.
 
   `export_dir` is replaced as a whole: the bundle is written into a sibling temporary folder
   and renamed into place, so no model of a previous export survives beside the new ones, and
@@ -74,11 +97,7 @@ def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
   versions already there (`_into_versions`), never replacing one.
   """
   o = BundleOptions(albert_config_file, checkpoint, export_dir, **settings)
-  if o.serving_dtype not in SERVING_DTYPES:
-    raise ValueError(f"--serving_dtype={o.serving_dtype!r}: one of {', '.join(SERVING_DTYPES)}")
-  if o.serving_dtype != "float32" and (o.tflite or o.tflite_quantize):
-    raise ValueError("--tflite converts a float32 model; export it with "
-                     "--serving_dtype=float32")
+  check_bundle_options(o)
   config = AlbertConfig.from_json_file(albert_config_file)
   check_sequence_length(o.max_seq_length, config)
   export_dir = os.path.normpath(os.fspath(export_dir))
@@ -101,10 +120,12 @@ def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
   report = load_checkpoint(model, checkpoint)
   if report.missing:
     logger.warning("not in the checkpoint (left as initialised): %s", report.missing)
+
   def write(folder):
     return _write_bundle(model, report.restored(model.masked_lm.variables), folder,
                          o.spm_model_file, o.vocab_file, o.do_lower_case, o.max_seq_length,
-                         o.tflite or o.tflite_quantize, o.tflite_quantize, o.jit_compile)
+                         o.tflite or o.tflite_quantize, o.tflite_quantize, o.jit_compile,
+                         o.onnx or o.onnx_quantize, o.onnx_quantize)
 
   if version is not None:
     paths = _export_version(write, target, version)
@@ -177,7 +198,8 @@ def _into_versions(written_dir, export_dir, version, written):
 
 
 def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, do_lower_case,
-                  max_seq_length, tflite, tflite_quantize, jit_compile):
+                  max_seq_length, tflite, tflite_quantize, jit_compile, onnx=False,
+                  onnx_quantize=False):
   os.makedirs(export_dir)
   paths = {"encoder": export_encoder(model, os.path.join(export_dir, "encoder"),
                                      jit_compile=jit_compile)}
@@ -205,4 +227,10 @@ def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, d
     else:
       logger.info("TFLite encoder: %.1f MB", size / 1e6)
     paths["tflite"] = path
+  if onnx:
+    path = os.path.join(export_dir, "encoder.onnx")
+    size = export_encoder_onnx(model, path, quantize=onnx_quantize)
+    logger.info("ONNX encoder (opset %d%s): %.1f MB", OPSET,
+                ", dynamic int8" if onnx_quantize else "", size / 1e6)
+    paths["onnx"] = path
   return paths

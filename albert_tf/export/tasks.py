@@ -6,6 +6,7 @@ import os
 
 from albert_tf.export import layout
 from albert_tf.export.ner_serving import export_ner
+from albert_tf.export.onnx import OPSET, export_onnx, task_computation
 from albert_tf.export.race_serving import export_multiple_choice
 from albert_tf.export.squad_serving import export_squad
 from albert_tf.export.task_models import export_classifier
@@ -34,7 +35,8 @@ EXPORTERS = {
 
 def export_task(task, model, export_dir=None):
   """Writes the serving SavedModel `task` describes, of `model`, to `export_dir` (default: the
-  task's --export_dir; under it, in a version folder with --export_version); returns its path."""
+  task's --export_dir; under it, in a version folder with --export_version), with --onnx (or
+  --onnx_quantize) its ONNX file in it; returns its path."""
   serving = task.serving()
   if serving is None:
     raise ValueError(f"{type(task).__name__} has no serving model to export")
@@ -43,4 +45,19 @@ def export_task(task, model, export_dir=None):
   what, write = EXPORTERS[serving.kind]
   path = write(model, export_dir, **serving.settings)
   logger.info("Exported the serving model (%s) to %s", what, path)
+  o = task.options
+  if getattr(o, "onnx", False) or getattr(o, "onnx_quantize", False):
+    export_task_onnx(serving.kind, model, path, quantize=o.onnx_quantize)
+  return path
+
+
+def export_task_onnx(kind, model, export_dir, quantize=False):
+  """Writes `<export_dir>/<kind>.onnx`: the task model for ONNX Runtime, token ids in
+  (export/onnx.py's `task_computation`), beside the serving SavedModel's files, as
+  classifier.tflite is. Returns its path."""
+  compute, specs = task_computation(kind, model)
+  path = os.path.join(export_dir, f"{kind}.onnx")
+  size = export_onnx(compute, path, specs, quantize=quantize)
+  logger.info("Wrote %s (opset %d%s): %.1f MB", path, OPSET,
+              ", dynamic int8" if quantize else "", size / 1e6)
   return path

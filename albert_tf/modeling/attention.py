@@ -95,19 +95,25 @@ class SelfAttention(tf_keras.layers.Layer):
     self.value = dense("value")
     self.dropout = tf_keras.layers.Dropout(dropout_rate)
 
-  def _split_heads(self, x):
-    """`[batch, seq, heads * d]` -> `[batch, heads, seq, d]`."""
-    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+  def _split_heads(self, x, batch, seq):
+    """`[batch, seq, heads * d]` -> `[batch, heads, seq, d]`; `batch` and `seq` are read from
+    the attention's input (see `call`)."""
     return tf.transpose(tf.reshape(x, [batch, seq, self.num_heads, self.head_size]), [0, 2, 1, 3])
 
   def call(self, x, bias, training=None, seed=None):
     """`seed` (int32 `[2]`): draw the dropout mask statelessly from it (see `dropout`)."""
     scale = 1.0 / math.sqrt(float(self.head_size))
     scale_q = _exact_scale(scale)
+    # Batch and length read from the attention's input, not from each dense output: tf2onnx
+    # 1.17 turns a reshape whose sizes are read from its own input into ONNX's "copy this
+    # dimension" (`[0, 0, heads, d]`), then merges it with TokenDense's reshape from its 2-D
+    # `[batch * seq, hidden]` product, so the zeros copied the 2-D product's sizes and
+    # onnxruntime failed at run time at any dynamic shape (tests/test_onnx.py).
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     q = self.query(x)
-    q = self._split_heads(q * scale if scale_q else q)
-    k = self._split_heads(self.key(x))
-    v = self._split_heads(self.value(x))
+    q = self._split_heads(q * scale if scale_q else q, batch, seq)
+    k = self._split_heads(self.key(x), batch, seq)
+    v = self._split_heads(self.value(x), batch, seq)
     # Heads first and plain batched matmuls (k transposed inside the matmul): the einsums
     # "bfnd,btnd->bnft" / "bnft,btnd->bfnd" copied their operands into this layout on every
     # call and in the gradient (ALBERT-base train step: -0.2 s; BENCHMARKS.md). Same products.
@@ -125,7 +131,6 @@ class SelfAttention(tf_keras.layers.Layer):
       probs = tf.cast(_masked_softmax(scores, bias), v.dtype)
     probs = dropout(self.dropout, probs, training, seed)
     context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, d]
-    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     return tf.reshape(context, [batch, seq, self.hidden_size])
 
   def get_config(self):

@@ -61,6 +61,12 @@ class FineTuningOptions(TrainingOptions):
   early_stopping_patience: int = option(
       None, "With --do_eval: stop training once this many dev evaluations in a row (one per "
       "checkpoint) did not beat the best checkpoint's metric.", bound=">= 1")
+  onnx: bool = option(
+      False, "With --export_dir, also write <kind>.onnx beside the serving SavedModel's files: "
+      "the task model for ONNX Runtime, token ids in, batch and sequence length dynamic.")
+  onnx_quantize: bool = option(
+      False, "Write that ONNX file with ONNX Runtime's dynamic int8 quantization (implies "
+      "--onnx).")
   # The fields a script got as flags (the rest are defaults): these win over --recipe.
   given: tuple = dataclasses.field(default=(), compare=False)
   # {field: values} of a comma-separated --learning_rate / --train_batch_size: a sweep's grid

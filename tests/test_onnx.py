@@ -1,0 +1,175 @@
+"""ONNX exports in ONNX Runtime: dynamic batch and length, the SavedModel's outputs, every task.
+
+Converted in-process from tiny models (configs/tiny.json: 2 applications of one shared block,
+max_position_embeddings 64), each once per module.
+"""
+
+import numpy as np
+import onnx
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
+from albert_tf.cli.runs import run_classifier
+from albert_tf.export.bundle import export_bundle
+from albert_tf.export.onnx import OPSET, export_encoder_onnx, run_onnx, session
+from albert_tf.export.tasks import export_task_onnx
+from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+from albert_tf.modeling.squad import AlbertSquad
+from albert_tf.modeling.token_classifier import AlbertTokenClassifier
+from albert_tf.tasks.classification import ClassifierOptions
+from conftest import ROOT, float32_atol, randomised
+
+CONFIG = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
+MAX = CONFIG.max_position_embeddings  # 64
+# (batch, seq): one token, odd sizes, a batch of 128, and the longest rows the model takes.
+SHAPES = ((1, 1), (7, 7), (128, 7), (1, MAX), (3, MAX))
+
+
+def ids(batch, seq, seed=0, vocab=CONFIG.vocab_size):
+  """int32 numpy inputs: random lengths (the first row full), padding masked, two segments."""
+  rng = np.random.default_rng(seed)
+  lengths = np.concatenate([[seq], rng.integers(1, seq + 1, size=batch - 1)])
+  mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
+  return {"input_word_ids": (rng.integers(5, vocab, size=(batch, seq)) * mask).astype(np.int32),
+          "input_mask": mask,
+          "input_type_ids": ((np.arange(seq)[None] >= lengths[:, None] // 2) * mask
+                             ).astype(np.int32)}
+
+
+@pytest.fixture(scope="module")
+def encoder_files(tmp_path_factory):
+  """A randomised tiny pretrainer's bundle (export_savedmodel.py --onnx: the encoder SavedModel
+  and encoder.onnx, from its original-format checkpoint) and an int8 ONNX file of it."""
+  folder = tmp_path_factory.mktemp("onnx")
+  model = randomised(AlbertPretrainer(CONFIG), seed=46)
+  config = str(folder / "albert_config.json")
+  model.config.to_json_file(config)
+  checkpoint = save_tf1_checkpoint(model, str(folder / "tf1" / "model.ckpt"))
+  bundle = export_bundle(config, checkpoint, str(folder / "bundle"), max_seq_length=MAX,
+                         onnx=True)
+  saved = tf.saved_model.load(bundle["encoder"])
+  paths = {False: bundle["onnx"], True: str(folder / "encoder-int8.onnx")}
+  export_encoder_onnx(model, paths[True], quantize=True)
+  return model, saved, paths
+
+
+def test_encoder_onnx_equals_the_savedmodel_at_any_batch_and_length(encoder_files):
+  """Dynamic batch and length: tf2onnx once folded the attention's head split onto the dense
+  layers' 2-D products, and ONNX Runtime then failed at every shape (attention.py)."""
+  _, saved, paths = encoder_files
+  runner = session(paths[False])
+  for dim in runner.get_inputs()[0].shape:  # symbolic, not the traced sizes
+    assert isinstance(dim, str)
+  for batch, seq in SHAPES:
+    x = ids(batch, seq, seed=batch + seq)
+    got = run_onnx(runner, x)
+    want = saved.signatures["lean"](**{k: tf.constant(v) for k, v in x.items()})
+    for name in ("pooled_output", "sequence_output"):
+      assert got[name].shape == want[name].shape, (name, batch, seq)
+      # float32 rounding: ONNX Runtime's kernels sum in other orders than TensorFlow's; the
+      # longest chain of sums is a layer's intermediate_size products, applied per layer.
+      terms = CONFIG.intermediate_size * CONFIG.num_hidden_layers
+      np.testing.assert_allclose(got[name], want[name].numpy(), rtol=0,
+                                 atol=float32_atol(want[name], terms), err_msg=f"{batch}x{seq}")
+
+
+def test_encoder_onnx_states_its_opset_and_stores_the_shared_block_once(encoder_files):
+  model, _, paths = encoder_files
+  proto = onnx.load(paths[False])
+  assert {o.domain: o.version for o in proto.opset_import}[""] == OPSET
+  weights = sum(np.prod(t.dims) for t in proto.graph.initializer if t.data_type == 1)
+  encoder = model.encoder.count_params()  # Keras counts a shared variable once
+  block = sum(int(np.prod(v.shape)) for v in model.encoder.blocks[0].variables)
+  # Every weight once: a second copy of the block (applied twice) would add `block` floats.
+  assert encoder <= weights < encoder + block // 2
+
+
+def test_int8_encoder_onnx_is_a_quarter_of_the_size_with_close_outputs(encoder_files):
+  model, saved, paths = encoder_files
+  sizes = {q: tf.io.gfile.stat(p).length for q, p in paths.items()}
+  assert sizes[False] > 4 * model.encoder.count_params()
+  assert sizes[True] < 0.3 * sizes[False]
+  x = ids(4, 16, seed=2)
+  got = run_onnx(paths[True], x)["pooled_output"]
+  want = saved.signatures["lean"](**{k: tf.constant(v) for k, v in x.items()})["pooled_output"]
+  # Stated, not fitted: int8 weights round by up to 1/254 of a row's largest, activations are
+  # quantized per call as well; the tanh-bounded pooled output moves by a few hundredths.
+  np.testing.assert_allclose(got, want, atol=0.1)
+  assert np.max(np.abs(got - want)) > 1e-4  # int8 rounding: the file was quantized
+
+
+def test_ids_outside_the_vocabulary_fail_in_onnx_runtime_and_negative_ones_wrap(encoder_files):
+  """What docs/onnx.md says: ONNX Runtime has no request checks of ours. An id past the
+  vocabulary (or type vocabulary) is an error of an embedding Gather, and so is a row past
+  max_position_embeddings (the embeddings' Add); a negative id is a valid Gather index (counted
+  from the end) and silently reads another token's embedding."""
+  _, _, paths = encoder_files
+  runner = session(paths[False])
+  x = ids(2, 5)
+  too_big = dict(x, input_word_ids=np.where(x["input_mask"] > 0, CONFIG.vocab_size, 0)
+                 .astype(np.int32))
+  with pytest.raises(Exception, match="Gather.*out of data bounds"):
+    run_onnx(runner, too_big)
+  with pytest.raises(Exception, match="Gather.*out of data bounds"):
+    run_onnx(runner, dict(x, input_type_ids=np.full_like(x["input_type_ids"], 2)))
+  with pytest.raises(Exception, match="broadcast"):
+    run_onnx(runner, ids(1, MAX + 1))
+  negative = dict(x, input_word_ids=np.full_like(x["input_word_ids"], -1))
+  last = dict(x, input_word_ids=np.full_like(x["input_word_ids"], CONFIG.vocab_size - 1))
+  np.testing.assert_array_equal(run_onnx(runner, negative)["pooled_output"],
+                                run_onnx(runner, last)["pooled_output"])
+
+
+TASK_MODELS = {  # a tiny model of each task kind
+    "classifier": lambda: AlbertClassifier(CONFIG, num_labels=3),
+    "squad": lambda: AlbertSquad(CONFIG),
+    "multiple_choice": lambda: AlbertMultipleChoice(CONFIG).build_for(4),
+    "ner": lambda: AlbertTokenClassifier(CONFIG, ["O", "B-PER", "I-PER"], use_crf=True),
+}
+
+
+def _task_inputs(kind, batch, seq, seed):
+  x = ids(batch, seq, seed)
+  if kind == "multiple_choice":  # [batch, choices, seq]: 4 choices of each row
+    return {k: np.stack([np.roll(v, c, axis=0) for c in range(4)], axis=1) for k, v in x.items()}
+  if kind == "ner":  # the first piece of each of the row's words
+    positions = np.sort(np.random.default_rng(seed).integers(0, seq, size=(batch, 3)), -1)
+    return dict(x, word_positions=positions.astype(np.int32))
+  return x
+
+
+@pytest.mark.parametrize("kind", sorted(TASK_MODELS))
+def test_every_task_model_runs_in_onnx_runtime_with_the_keras_models_outputs(kind, tmp_path):
+  model = randomised(TASK_MODELS[kind](), seed=7)
+  path = export_task_onnx(kind, model, str(tmp_path))
+  assert path == str(tmp_path / f"{kind}.onnx")
+  runner = session(path)
+  for batch, seq in ((1, 1), (5, 9), (2, MAX)):
+    x = _task_inputs(kind, batch, seq, seed=seq)
+    got = run_onnx(runner, x)
+    want = model({k: tf.constant(v) for k, v in x.items()}, training=False)
+    want = want if isinstance(want, dict) else {"emissions" if kind == "ner" else "logits": want}
+    assert set(got) == set(want)
+    for name, value in want.items():
+      np.testing.assert_allclose(got[name], value.numpy(), rtol=1e-4, atol=1e-4,
+                                 err_msg=f"{kind} {name} {batch}x{seq}")
+
+
+def test_onnx_export_refuses_what_cannot_work_before_any_work(tmp_path):
+  """--onnx of a bfloat16 (or float16) model, or a task's without --export_dir, is refused
+  with the reason, before the config, checkpoint, data or folder is read (none exists here)."""
+  missing = str(tmp_path / "nothing")
+  for dtype, reason in (("bfloat16", "cannot work"), ("float16", "float32")):
+    for flag in ("onnx", "onnx_quantize"):
+      with pytest.raises(ValueError, match=reason):
+        export_bundle(missing, missing, str(tmp_path / "out"), serving_dtype=dtype,
+                      **{flag: True})
+  assert not (tmp_path / "out").exists()
+  # A task script's --onnx: beside --export_dir's SavedModel, of a float32 model.
+  with pytest.raises(ValueError, match="give --export_dir"):
+    run_classifier(ClassifierOptions(do_train=True, onnx=True))
+  with pytest.raises(ValueError, match="--mixed_precision=bfloat16 cannot work"):
+    run_classifier(ClassifierOptions(do_train=True, onnx_quantize=True, export_dir=missing,
+                                     mixed_precision="bfloat16"))
