@@ -65,6 +65,17 @@ def tiny_python(tiny_vocab_file):
   return FullTokenizer(vocab_file=tiny_vocab_file, do_lower_case=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _sessions_closed_after_each_module():
+  """The TF1 Sessions serving_requests.py keeps per export (a copy of its graph each) live
+  only as long as the module that used them: a test process would otherwise carry every one
+  it ever opened."""
+  yield
+  helpers = sys.modules.get("serving_requests")
+  if helpers is not None:
+    helpers.close_sessions()
+
+
 def float32_atol(reference, terms, ulps=4):
   """An absolute tolerance for float32 results that two graphs or kernel libraries (Eigen,
   oneDNN, any thread count) may sum in other orders: `ulps` units in the last place of the

@@ -6,7 +6,6 @@ INVALID_ARGUMENT and the words of export/requests.py's rule, never an op name fr
 the graph. A request of another dtype cannot reach the graph: `assert_other_dtype_refused`
 states what each path answers instead."""
 
-import functools
 import re
 
 import numpy as np
@@ -19,14 +18,27 @@ def _feed(value, spec):
   return np.array(value, dtype=object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype)
 
 
-@functools.lru_cache(maxsize=None)
+_SESSIONS = {}  # export_dir -> (session, meta_graph)
+
+
 def _session(export_dir):
-  """(session, meta_graph) of the export loaded as saved_model_cli loads it."""
-  graph = tf.Graph()
-  session = tf.compat.v1.Session(graph=graph)
-  with graph.as_default():
-    meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
-  return session, meta_graph
+  """(session, meta_graph) of the export loaded as saved_model_cli loads it, kept per export
+  until `close_sessions`."""
+  if export_dir not in _SESSIONS:
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph)
+    with graph.as_default():
+      meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
+    _SESSIONS[export_dir] = session, meta_graph
+  return _SESSIONS[export_dir]
+
+
+def close_sessions():
+  """Closes the Sessions kept per export (each holds a copy of the export's graph): called when
+  a test module that used them ends, so a test process does not carry them on."""
+  for session, _ in _SESSIONS.values():
+    session.close()
+  _SESSIONS.clear()
 
 
 def session_run(export_dir, signature, request):

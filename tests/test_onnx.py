@@ -1,7 +1,7 @@
 """ONNX exports in ONNX Runtime: dynamic batch and length, the SavedModel's outputs, every task.
 
 Converted in-process from tiny models (configs/tiny.json: 2 applications of one shared block,
-max_position_embeddings 64), each once per module.
+max_position_embeddings raised to 144), each once per module.
 """
 
 import numpy as np
@@ -21,10 +21,13 @@ from albert_tf.modeling.token_classifier import AlbertTokenClassifier
 from albert_tf.tasks.classification import ClassifierOptions
 from conftest import ROOT, float32_atol, randomised
 
-CONFIG = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json")
-MAX = CONFIG.max_position_embeddings  # 64
-# (batch, seq): one token, odd sizes, a batch of 128, and the longest rows the model takes.
-SHAPES = ((1, 1), (7, 7), (128, 7), (1, MAX), (3, MAX))
+# configs/tiny.json with room for 144 positions, so that the issue's length of 128 is tested too.
+CONFIG = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+    max_position_embeddings=144)
+MAX = CONFIG.max_position_embeddings
+# (batch, seq): one token, odd sizes, a batch of 128, length 128, and the longest rows the
+# model takes.
+SHAPES = ((1, 1), (7, 7), (128, 7), (2, 128), (1, MAX), (3, MAX))
 
 
 def ids(batch, seq, seed=0, vocab=CONFIG.vocab_size):
