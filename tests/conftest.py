@@ -184,7 +184,7 @@ def brightmart_tiny_zh(tmp_path_factory):
 # Tiny raw-text exports (configs/tiny.json, the real SentencePiece model), built once for the
 # tests of their packing (test_task_models.py, test_race_serving.py), of their requests
 # (test_serving_requests.py) and of their tf.Example and embedding signatures
-# (test_serving_examples.py): (model, export_dir, loaded).
+# (serving_examples.py, serving_http.py, collected there): (model, export_dir, loaded).
 SPM_MODEL = SHARED_DATA / "sentencepiece" / "spiece.model"
 # pylint: disable=g-import-not-at-top  (TensorFlow is imported by the tests that use them)
 

@@ -22,6 +22,15 @@ from serving_requests import (
 
 from albert_tf.tokenization import FullTokenizer
 
+# Collected by test_serving_requests.py (see there why): what it imports.
+__all__ = [
+    "test_classifier_examples_are_answered_as_serving_default_and_text_pair",
+    "test_task_examples_are_answered_as_serving_default",
+    "test_an_example_lacking_a_feature_or_holding_too_many_values_is_named",
+    "test_a_string_that_is_no_example_or_a_feature_of_another_type_is_named_by_the_parse",
+    "test_embed_is_the_encoders_mean_over_real_tokens_and_its_pooled_output",
+]
+
 
 def _examples(rows):
   return {"examples": [serialized_example(**row) for row in rows]}

@@ -20,9 +20,21 @@ import tensorflow as tf
 
 from conftest import ROOT, float32_atol
 
+# Collected by test_serving_requests.py (see there why): what it imports.
+__all__ = [
+    "server",
+    "test_every_task_answers_over_http_as_saved_model_load_does",
+    "test_status_metadata_versions_and_labels_are_tf_servings",
+    "test_a_bad_request_is_a_4xx_naming_the_fault_and_the_next_request_is_served",
+    "test_b64_strings_are_read_as_bytes",
+    "test_concurrent_clients_each_get_their_own_answers",
+    "test_sigterm_finishes_requests_in_flight_and_exits_0",
+]
+
 # Model name -> (its conftest fixture, the signature asked, a two-row request by columns).
 IDS = {"input_word_ids": [[2, 9, 31, 3], [2, 7, 3, 0]], "input_mask": [[1, 1, 1, 1], [1, 1, 1, 0]],
        "input_type_ids": [[0, 0, 1, 1], [0, 0, 0, 0]]}
+
 TASKS = {
     "classifier": ("classifier_export", "text_pair",
                    {"text_a": ["a gripping film", "dull"], "text_b": ["it was", ""]}),
