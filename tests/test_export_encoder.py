@@ -97,6 +97,31 @@ def test_export_reloads_as_a_trainable_keras_layer_for_fine_tuning(exported):
   assert changed > len(before) // 2
 
 
+def test_the_suites_release_of_loaded_gradients_frees_a_dropped_model_and_keeps_a_live_one(
+    exported):
+  """conftest's release_loaded_gradients (after every test): TensorFlow's global gradient
+  registry holds every loaded SavedModel's custom-gradient functions for good; the suite drops
+  those of a model that is gone, and one still alive keeps training."""
+  import tensorflow_hub as hub
+  from conftest import _loaded_gradients, release_loaded_gradients
+  _, export_dir, _ = exported
+  before = _loaded_gradients()[1]
+  dropped = tf.saved_model.load(export_dir)
+  registered_by_one_load = _loaded_gradients()[1] - before
+  assert registered_by_one_load  # the export's training functions use custom gradients
+  del dropped
+  layer = hub.KerasLayer(export_dir, trainable=True)
+  kept = _loaded_gradients()[1] - before - registered_by_one_load
+  assert release_loaded_gradients(before) == registered_by_one_load
+  assert _loaded_gradients()[1] - before == kept
+  x = inputs(seed=2)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(layer(x, training=True)["pooled_output"] ** 2)
+  gradients = tape.gradient(loss, layer.trainable_weights)
+  assert all(g is not None for g in gradients)
+  assert all(np.isfinite(tf.convert_to_tensor(g)).all() for g in gradients)
+
+
 def test_tflite_encoder_matches_the_savedmodel_and_is_small(exported):
   from ai_edge_litert.interpreter import Interpreter
   model, export_dir, folder = exported
