@@ -157,3 +157,38 @@ def test_early_stopping_stops_after_patience_evaluations_without_a_better_best(t
   # The same command again: the run stopped early and stays stopped.
   assert run_classifier(o)["global_step"] == 3
   assert not os.path.exists(tmp_path / "out" / "ckpt-4.index")
+
+
+def test_predictions_and_the_export_use_the_best_checkpoint_not_the_last_weights(tmp_path):
+  """As the original's run_classifier predicts and exports model.ckpt-best: after early stopping
+  or a late dip, the last weights are not the model the dev metric chose."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.classification import ClassificationTask  # pylint: disable=g-import-not-at-top
+  from albert_tf.training.run import Run  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "sst2"
+  data.mkdir()
+  for split, rows in (("train", 16), ("dev", 16), ("test", 8)):
+    head = (SST2 / f"{split}.tsv").read_text().splitlines(keepends=True)[:1 + rows]
+    (data / f"{split}.tsv").write_text("".join(head))
+  out = tmp_path / "out"
+  o = options(out, data, train_step=3, save_checkpoints_steps=1, iterations_per_loop=1, seed=1,
+              cached_dir=str(tmp_path))
+  trained = Run(ClassificationTask(o))
+  trained.run_phases()
+  # Whatever the dev metric said, make step 1 the kept best: the last weights (step 3) differ.
+  trained.best.keep_if_best(str(out / "ckpt-1"), {"accuracy": 2.0, "global_step": 1}, None)
+  run = Run(ClassificationTask(options(out, data, do_train=False, do_eval=False, do_predict=True,
+                                       train_step=3, cached_dir=str(tmp_path))))
+  _, _, predicted = run.run_phases()
+  assert predicted is not None
+
+  def embeddings(prefix):
+    reader = tf.train.load_checkpoint(prefix)
+    [key] = [k for k in reader.get_variable_to_shape_map()
+             if "word_embeddings" in k and "OPTIMIZER" not in k]
+    return reader.get_tensor(key)
+
+  [weight] = [w for w in run.loop.model.weights if "word_embeddings" in w.name]
+  np.testing.assert_array_equal(weight.numpy(), embeddings(str(out / "best" / "ckpt-1")))
+  assert not np.array_equal(weight.numpy(), embeddings(str(out / "ckpt-3")))

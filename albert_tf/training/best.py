@@ -38,6 +38,13 @@ class BestCheckpoint:
     """The global step of the kept checkpoint, or None when none is kept."""
     return read_result(os.path.join(self.folder, RESULTS_NAME), "global_step")
 
+  def checkpoint_prefix(self):
+    """The kept checkpoint's prefix (`best/ckpt-N`), or None when none is kept."""
+    if self.step() is None:
+      return None
+    indexes = tf.io.gfile.glob(os.path.join(self.folder, "*.index"))
+    return indexes[0][:-len(".index")] if len(indexes) == 1 else None
+
   def finish_interrupted_update(self):
     """Completes what a stopped update left: a complete temporary newer than `best` is
     committed now; an incomplete one is removed and True returned (the checkpoint it was for

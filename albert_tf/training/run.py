@@ -8,7 +8,8 @@
 best checkpoint when the task names a `best_metric` and `--do_eval` is set, and with
 `--early_stopping_patience` stops training once that many evaluations in a row did not beat the
 best; it writes `eval_results.txt` and the eval summaries; a dev evaluation that a stop cut short
-is done first when the run resumes. SIGTERM outside the training loop stops the phase at once
+is done first when the run resumes. Predictions and the export use the kept best checkpoint's
+weights where there is one (the original's `model.ckpt-best`). SIGTERM outside the training loop stops the phase at once
 (`preemption.sigterm_raises`): what the phases write appears only whole.
 """
 
@@ -16,6 +17,7 @@ import logging
 import os
 
 from albert_tf import files
+from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.metrics.results import read_result, write_results, write_summaries
 from albert_tf.training import recovery
 from albert_tf.training.best import BestCheckpoint
@@ -55,10 +57,24 @@ class Run:
     if getattr(o, "do_eval", False):
       with sigterm_raises("the evaluation"):
         evaluated = self.last_eval if trained is not None and self.last_eval else self.evaluate()
+    if getattr(o, "do_predict", False) or getattr(o, "export_dir", None):
+      self.use_best_weights()
     if getattr(o, "do_predict", False):
       with sigterm_raises("the prediction"):
         predicted = self.predict()
     return trained, evaluated, predicted
+
+  def use_best_weights(self):
+    """Predictions and the export come from the kept best checkpoint where there is one, as
+    the original's run_classifier predicts and exports `model.ckpt-best`: after early stopping
+    or a late dip, the last weights are not the model the dev metric chose."""
+    prefix = self.best.checkpoint_prefix() if self.best is not None else None
+    if prefix is None:
+      return
+    status = native_checkpoint(self.loop.model).read(prefix).expect_partial()
+    status.assert_existing_objects_matched()
+    logger.info("Predicting and exporting the best checkpoint's weights (%s = %.4f at step %d): %s",
+                self.best.metric, self.best.score(), int(self.best.step()), prefix)
 
   def check_trained(self):
     """Refuses to evaluate, predict or export without training when the weights are not a
