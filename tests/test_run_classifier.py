@@ -19,6 +19,7 @@ from albert_tf.interop.checkpoints import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks.classification import ClassifierOptions
 from albert_tf.tasks.distillation import DistillOptions, Distiller
+from albert_tf.training.best import BestCheckpoint
 from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
@@ -60,9 +61,10 @@ def test_real_data_sst2_writes_every_output(cache, tmp_path):
   serving = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
   assert serving(text_a=tf.constant(["a fine film"]))["label_names"].numpy()[0] in (b"0", b"1")
   # The export is a distillation teacher (ids -> logits) and has an int8 TFLite twin: both
-  # give the final checkpoint's logits (int8 weights within 0.05).
+  # give the kept best checkpoint's logits (int8 weights within 0.05): the export is made from
+  # best/, as the original exports model.ckpt-best.
   model = AlbertClassifier(AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json"), 2)
-  load_checkpoint(model, str(tmp_path))
+  load_checkpoint(model, BestCheckpoint(str(tmp_path), "accuracy").checkpoint_prefix())
   inputs = {"input_word_ids": tf.constant([[2, 48, 1340, 9, 3, 0], [2, 21, 3, 0, 0, 0]]),
             "input_mask": tf.constant([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]]),
             "input_type_ids": tf.zeros([2, 6], tf.int32)}

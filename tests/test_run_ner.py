@@ -229,7 +229,8 @@ def test_cluener_with_a_crf_from_albert_tiny_zh_writes_clues_submission(brightma
         for start, end in spans:
           assert test["text"][start:end + 1] == entity, (kind, entity)
   assert not (out / "test_results.txt").exists()  # CLUENER's test file has no labels
-  # Resumed from the checkpoint (the CRF's transitions with it): the same submission.
+  # Resumed from the checkpoint (the CRF's transitions with it), then the kept best checkpoint's
+  # weights, which the submission was made from: the same submission.
   submission = (out / "cluener_predict.json").read_bytes()
   runner = Run(NerTask(dataclasses.replace(options, do_train=False, do_eval=False)))
   runner.loop.restore_or_initialize()
@@ -237,6 +238,7 @@ def test_cluener_with_a_crf_from_albert_tiny_zh_writes_clues_submission(brightma
   np.testing.assert_array_equal(
       saved.get_tensor("crf/transitions/.ATTRIBUTES/VARIABLE_VALUE"),
       runner.loop.model.crf.transitions.numpy())
+  runner.use_best_weights()
   runner.predict()
   assert (out / "cluener_predict.json").read_bytes() == submission
   _, predicted = runner.task.predicted_tags(runner.loop.model, "test", 64)
