@@ -9,8 +9,8 @@ best checkpoint when the task names a `best_metric` and `--do_eval` is set, and 
 `--early_stopping_patience` stops training once that many evaluations in a row did not beat the
 best; it writes `eval_results.txt` and the eval summaries; a dev evaluation that a stop cut short
 is done first when the run resumes. Predictions and the export use the kept best checkpoint's
-weights where there is one (the original's `model.ckpt-best`). SIGTERM outside the training loop stops the phase at once
-(`preemption.sigterm_raises`): what the phases write appears only whole.
+weights where there is one (the original's `model.ckpt-best`). SIGTERM outside the training loop
+stops the phase at once (`preemption.sigterm_raises`): what the phases write appears only whole.
 """
 
 import logging
