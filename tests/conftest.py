@@ -1,8 +1,10 @@
 """Shared pytest set-up: import paths, quiet TensorFlow, real-data locations."""
 
+import gc
 import os
 import pathlib
 import sys
+import weakref
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -91,9 +93,8 @@ def release_loaded_gradients(before):
   """Removes the loaded-SavedModel gradient registrations made since `before` (a set from
   _loaded_gradients) whose function is gone; those of a model still alive stay. Returns the
   names removed."""
-  import gc  # pylint: disable=g-import-not-at-top
-  import weakref  # pylint: disable=g-import-not-at-top
-  from tensorflow.python.saved_model import function_deserialization  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from tensorflow.python.saved_model import function_deserialization
   registry, now = _loaded_gradients()
   functions = {}
   for name in now - before:
@@ -111,8 +112,9 @@ def release_loaded_gradients(before):
     if alive is None:
       removed.add(name)
     else:
-      registry[name] = {"type": function_deserialization._gen_gradient_func(alive),  # pylint: disable=protected-access
-                        "location": location}
+      # pylint: disable-next=protected-access
+      gradient = function_deserialization._gen_gradient_func(alive)
+      registry[name] = {"type": gradient, "location": location}
     del alive
   return removed
 

@@ -5,14 +5,17 @@ sweep, and early stopping on the dev metric."""
 import json
 import os
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from albert_tf.cli import sweep
 from albert_tf.cli.runs import run_classifier
 from albert_tf.metrics import sweeps
 from albert_tf.metrics.results import read_results
-from albert_tf.tasks.classification import ClassifierOptions
+from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
 from albert_tf.training.preemption import Preempted
+from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA
 
 SST2 = SHARED_DATA / "glue" / "SST-2"
@@ -162,10 +165,6 @@ def test_early_stopping_stops_after_patience_evaluations_without_a_better_best(t
 def test_predictions_and_the_export_use_the_best_checkpoint_not_the_last_weights(tmp_path):
   """As the original's run_classifier predicts and exports model.ckpt-best: after early stopping
   or a late dip, the last weights are not the model the dev metric chose."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.tasks.classification import ClassificationTask  # pylint: disable=g-import-not-at-top
-  from albert_tf.training.run import Run  # pylint: disable=g-import-not-at-top
   data = tmp_path / "sst2"
   data.mkdir()
   for split, rows in (("train", 16), ("dev", 16), ("test", 8)):
