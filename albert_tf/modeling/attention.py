@@ -7,6 +7,7 @@ import tf_keras
 
 from albert_tf.modeling.activations import use_training_variants
 from albert_tf.modeling.dense import TokenDense
+from albert_tf.modeling.dropout import dropout
 from albert_tf.modeling.embedding import truncated_normal
 
 
@@ -64,14 +65,6 @@ def masked_softmax_xla(scores, bias, dtype):
             lambda dprobs: _masked_softmax_gradient_xla(scores, bias, dprobs))
 
   return run(scores)
-
-
-def dropout(layer, x, training, seed=None):
-  """The Keras `Dropout` `layer` on `x`, or with `seed` (int32 `[2]`) the same dropout with its
-  mask drawn statelessly from the seed, so that recomputing it gives the same mask."""
-  if seed is None or not training or not layer.rate:
-    return layer(x, training=training)
-  return tf.nn.experimental.stateless_dropout(x, layer.rate, seed)
 
 
 class SelfAttention(tf_keras.layers.Layer):

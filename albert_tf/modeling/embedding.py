@@ -8,6 +8,8 @@ and the LayerNorm are H wide.
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.modeling.dropout import dropout
+
 LAYER_NORM_EPSILON = 1e-12  # the original's (tf.contrib layer_norm) epsilon, used everywhere
 
 
@@ -68,7 +70,7 @@ class FactorizedEmbedding(tf_keras.layers.Layer):
     positions = self.position_embeddings[:seq_length]
     x = words + types + tf.cast(positions, words.dtype)[tf.newaxis]
     x = self.layer_norm(x)
-    return self.dropout(x, training=training)
+    return dropout(self.dropout, x, training)
 
   def get_config(self):
     config = super().get_config()
