@@ -296,6 +296,12 @@ def format_tables(suite, rates, rows, step_gflop, data):
   return "\n".join(lines)
 
 
+def row_wanted(name, item):
+  """Whether row `name` is asked for by one `--only` item: a substring, or with a trailing
+  '$' the whole name."""
+  return name == item[:-1] if item.endswith("$") else item in name
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--suite", choices=sorted(SUITES), default="quick")
@@ -304,7 +310,9 @@ def main(argv=None):
   parser.add_argument("--steps", type=int, help="timed steps per train run (suite default)")
   parser.add_argument("--only", default="",
                       help="comma list of substrings: measure only the rows whose name has one "
-                           "(e.g. 'float32', 'train', 'infer'); matmul always runs")
+                           "(e.g. 'float32', 'train', 'infer'); an item ending in '$' must be "
+                           "the whole name ('train base bfloat16$' leaves out its jit row); "
+                           "matmul always runs")
   parser.add_argument("--no_data", action="store_true", help="skip create_pretraining_data")
   parser.add_argument("--quiet_wait", type=float, default=20.0,
                       help="before each run wait up to this long for the machine to be idle")
@@ -321,7 +329,7 @@ def main(argv=None):
   try:
     rows, exports = plan(suite, tmp)
     wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-    rows = [(n, sides) for n, sides in rows if not wanted or any(w in n for w in wanted)]
+    rows = [(n, sides) for n, sides in rows if not wanted or any(row_wanted(n, w) for w in wanted)]
     log = lambda i: os.path.join(tmp, f"worker{i}.log")
     count = [0]
 

@@ -2,11 +2,12 @@
 
     .venv/bin/python benchmarks/train_step_bench.py [--config configs/albert_base_v2.json]
         [--batch_size 8] [--seq_length 128] [--predictions 20] [--steps 6] [--repeats 3]
-        [--sides model-garden,albert-tf[,albert-tf-recompute]]
+        [--sides model-garden,albert-tf[,albert-tf-recompute][,albert-tf-bf16][,model-garden-bf16]]
 
 Both sides run one optimizer step per `tf.function` call on the same random batch: the
 encoder, a masked-LM head tied to the word embeddings at `predictions` positions, a
-sentence-order head, LAMB (weight decay 0.01), float32. The peer is
+sentence-order head, LAMB (weight decay 0.01), float32 (a `-bf16` side is built under
+`mixed_bfloat16`, as `run_pretraining.py --mixed_precision=bfloat16` builds it). The peer is
 `official.nlp.modeling.networks.AlbertEncoder` + `layers.MaskedLM` + a Dense SOP head +
 `official.modeling.optimization.lamb.LAMB`. A/B runs alternate (order reversed every other
 repeat); the median step time of each side is reported with its speed against the first side
@@ -117,6 +118,17 @@ def peer_step(config, jit_compile=False):
   return step, int(sum(np.prod(v.shape) for v in unique))
 
 
+def under_policy(policy, make, *args):
+  """`make(*args)` with the global Keras policy set to `policy` while it builds (the layers keep
+  the policy they were built under)."""
+  previous = tf_keras.mixed_precision.global_policy()
+  tf_keras.mixed_precision.set_global_policy(policy)
+  try:
+    return make(*args)
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous)
+
+
 def time_steps(step, batch, steps):
   times = []
   for _ in range(steps):
@@ -138,13 +150,16 @@ def main(argv=None):
   parser.add_argument("--sides", default="model-garden,albert-tf",
                       help="comma-separated, timed in alternation; speeds are quoted against "
                            "the first: model-garden, albert-tf, albert-tf-recompute (ours with "
-                           "--recompute_grad)")
+                           "--recompute_grad), albert-tf-bf16, model-garden-bf16 "
+                           "(mixed_bfloat16)")
   args = parser.parse_args(argv)
   config = AlbertConfig.from_json_file(args.config)
   batch = make_batch(config, args.batch_size, args.seq_length, args.predictions)
   makers = {"albert-tf": lambda: ours_step(config),
             "albert-tf-recompute": lambda: ours_step(config, recompute_grad=True),
-            "model-garden": lambda: peer_step(config)}
+            "albert-tf-bf16": lambda: under_policy("mixed_bfloat16", ours_step, config),
+            "model-garden": lambda: peer_step(config),
+            "model-garden-bf16": lambda: under_policy("mixed_bfloat16", peer_step, config)}
   names = args.sides.split(",")
   unknown = [name for name in names if name not in makers]
   if unknown:
@@ -162,7 +177,7 @@ def main(argv=None):
   flops = training * args.batch_size * args.seq_length  # without recomputation's extra pass
   yardstick = statistics.median(times[names[0]])
   print(f"\nbatch {args.batch_size} x seq {args.seq_length}, {args.predictions} predictions, "
-        f"float32, {len(times[names[0]])} steps per side; {flops / 1e9:.1f} GFLOP per step")
+        f"{len(times[names[0]])} steps per side; {flops / 1e9:.1f} GFLOP per step")
   print(f"{'side':<20}{'median s/step':>14}{'seq/s':>9}{'GFLOP/s':>10}"
         f"{'speed vs ' + names[0]:>24}")
   for name, values in times.items():

@@ -64,3 +64,13 @@ def test_finetune_rows_compare_each_job_with_its_own_peer_and_its_float32_peer(t
   assert abs(bf16["ours"]["mfu"] - gflop / 1.5 / 50.0) < 1e-9
   assert "| finetune classifier base bfloat16 | ours | 128 x 32 | 1.500 |" in \
       run.format_tables(suite, {"float32": 100.0, "bfloat16": 50.0}, summary, 0.0, None)
+
+
+def test_only_items_match_a_substring_or_with_a_trailing_dollar_the_whole_row_name(tmp_path):
+  rows, _ = run.plan(run.SUITES["full"], str(tmp_path))
+  names = [name for name, _ in rows]
+  pick = lambda *items: [n for n in names if any(run.row_wanted(n, item) for item in items)]
+  assert pick("train base bfloat16") == ["train base bfloat16", "train base bfloat16 jit"]
+  assert pick("train base bfloat16$", "train base float32$") == [
+      "train base float32", "train base bfloat16"]
+  assert pick("base bfloat16$") == []
