@@ -22,6 +22,7 @@ FLOORS = (
     ("albert_tf.training",),
     ("albert_tf.tasks",),
     ("albert_tf.export",),
+    ("albert_tf.serving",),
     ("albert_tf.cli",),
 )
 SCRIPTS = {path.stem for path in ROOT.glob("*.py")}
