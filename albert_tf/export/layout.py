@@ -58,50 +58,10 @@ def version_path(base_path, version, flag="--export_version"):
 
 
 # --- TF Serving's --model_config_file: a ModelServerConfig in protobuf text format -----------
-# The part of tensorflow_serving/config/model_server_config.proto (and of
-# file_system_storage_path_source.proto's ServableVersionPolicy) that a model server of
-# SavedModels reads, with TF Serving's field numbers; any other field is an error naming it.
-_CONFIG_PROTO = """
-name: "albert_tf_model_server_config.proto" package: "tensorflow.serving" syntax: "proto3"
-message_type {
-  name: "ServableVersionPolicy"
-  nested_type { name: "Latest" field { name: "num_versions" number: 1 type: TYPE_UINT32
-                                       label: LABEL_OPTIONAL } }
-  nested_type { name: "All" }
-  nested_type { name: "Specific" field { name: "versions" number: 1 type: TYPE_INT64
-                                         label: LABEL_REPEATED } }
-  field { name: "latest" number: 100 type: TYPE_MESSAGE label: LABEL_OPTIONAL
-          type_name: ".tensorflow.serving.ServableVersionPolicy.Latest" oneof_index: 0 }
-  field { name: "all" number: 101 type: TYPE_MESSAGE label: LABEL_OPTIONAL
-          type_name: ".tensorflow.serving.ServableVersionPolicy.All" oneof_index: 0 }
-  field { name: "specific" number: 102 type: TYPE_MESSAGE label: LABEL_OPTIONAL
-          type_name: ".tensorflow.serving.ServableVersionPolicy.Specific" oneof_index: 0 }
-  oneof_decl { name: "policy_choice" }
-}
-message_type {
-  name: "ModelConfig"
-  nested_type { name: "VersionLabelsEntry" options { map_entry: true }
-                field { name: "key" number: 1 type: TYPE_STRING label: LABEL_OPTIONAL }
-                field { name: "value" number: 2 type: TYPE_INT64 label: LABEL_OPTIONAL } }
-  field { name: "name" number: 1 type: TYPE_STRING label: LABEL_OPTIONAL }
-  field { name: "base_path" number: 2 type: TYPE_STRING label: LABEL_OPTIONAL }
-  field { name: "model_platform" number: 4 type: TYPE_STRING label: LABEL_OPTIONAL }
-  field { name: "model_version_policy" number: 7 type: TYPE_MESSAGE label: LABEL_OPTIONAL
-          type_name: ".tensorflow.serving.ServableVersionPolicy" }
-  field { name: "version_labels" number: 8 type: TYPE_MESSAGE label: LABEL_REPEATED
-          type_name: ".tensorflow.serving.ModelConfig.VersionLabelsEntry" }
-}
-message_type {
-  name: "ModelConfigList"
-  field { name: "config" number: 1 type: TYPE_MESSAGE label: LABEL_REPEATED
-          type_name: ".tensorflow.serving.ModelConfig" }
-}
-message_type {
-  name: "ModelServerConfig"
-  field { name: "model_config_list" number: 1 type: TYPE_MESSAGE label: LABEL_OPTIONAL
-          type_name: ".tensorflow.serving.ModelConfigList" }
-}
-"""
+# tensorflow-serving-api's own message (tensorflow_serving/config/model_server_config.proto), so
+# a file TF Serving reads reads the same here. The fields a model server of SavedModels on local
+# or cloud paths needs are used; a field set that this server would ignore is refused by name.
+_UNSUPPORTED = ("model_type", "logging_config")
 
 
 @dataclasses.dataclass
@@ -128,30 +88,45 @@ class ModelSpec:
       raise FileNotFoundError(
           f"model {self.name!r}: no version under {self.base_path} (TF Serving's layout: "
           f"{self.base_path}/<version>/{SAVED_MODEL}; export with --export_version)")
-    return present if self.policy[0] == "all" else present[-self.policy[1]:]
+    return self.wanted(present)
+
+  def wanted(self, present):
+    """Of the versions `present` (ascending), those the policy serves, ascending."""
+    if self.policy[0] == "specific":
+      return sorted(set(self.policy[1]) & set(present))
+    return list(present) if self.policy[0] == "all" else list(present)[-self.policy[1]:]
 
 
 def read_model_config(path):
   """The ModelSpecs of TF Serving's --model_config_file `path` (text format)."""
-  from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format  # pylint: disable=g-import-not-at-top
-  pool = descriptor_pool.DescriptorPool()
-  pool.Add(text_format.Parse(_CONFIG_PROTO, descriptor_pb2.FileDescriptorProto()))
-  config = message_factory.GetMessageClass(
-      pool.FindMessageTypeByName("tensorflow.serving.ModelServerConfig"))()
+  from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+  from tensorflow_serving.config import model_server_config_pb2  # pylint: disable=g-import-not-at-top
+  config = model_server_config_pb2.ModelServerConfig()
   try:
     with files.open_file(path, "r") as f:
       text_format.Parse(f.read(), config)
   except text_format.ParseError as e:
     raise ValueError(f"--model_config_file={path}: {e} (a ModelServerConfig in text format: "
                      "model_config_list { config { name: ... base_path: ... } })") from None
+  return model_specs(config, f"--model_config_file={path}")
+
+
+def model_specs(config, where):
+  """The ModelSpecs of a ModelServerConfig message (a config file's, or a ReloadConfigRequest's);
+  ValueError starting with `where` for one TF Serving would refuse or this server cannot serve."""
+  if config.WhichOneof("config") == "custom_model_config":
+    raise ValueError(f"{where}: custom_model_config; this server reads model_config_list")
   specs = []
   for i, model in enumerate(config.model_config_list.config):
-    where = f"--model_config_file={path}: config #{i + 1}"
+    here = f"{where}: config #{i + 1}"
     if not model.name or not model.base_path:
-      raise ValueError(f"{where} needs a name and a base_path")
+      raise ValueError(f"{here} needs a name and a base_path")
     if model.model_platform not in ("", "tensorflow"):
-      raise ValueError(f"{where} ({model.name}): model_platform {model.model_platform!r}; "
+      raise ValueError(f"{here} ({model.name}): model_platform {model.model_platform!r}; "
                        "this server serves tensorflow SavedModels")
+    for field in _UNSUPPORTED:
+      if model.HasField(field) if field == "logging_config" else getattr(model, field):
+        raise ValueError(f"{here} ({model.name}): {field} is not supported by this server")
     choice = model.model_version_policy.WhichOneof("policy_choice")
     if choice == "all":
       policy = ("all",)
@@ -161,10 +136,10 @@ def read_model_config(path):
       policy = ("latest", model.model_version_policy.latest.num_versions or 1)
     specs.append(ModelSpec(model.name, model.base_path, policy, dict(model.version_labels)))
   if not specs:
-    raise ValueError(f"--model_config_file={path}: lists no model (model_config_list {{ config "
+    raise ValueError(f"{where}: lists no model (model_config_list {{ config "
                      "{ name: ... base_path: ... } })")
   names = [s.name for s in specs]
   twice = sorted({n for n in names if names.count(n) > 1})
   if twice:
-    raise ValueError(f"--model_config_file={path}: model {twice[0]!r} is listed twice")
+    raise ValueError(f"{where}: model {twice[0]!r} is listed twice")
   return specs
