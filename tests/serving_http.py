@@ -100,7 +100,8 @@ def server(request, tmp_path_factory):
   with open(log, "w") as out:
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "serve.py"), f"--model_config_file={base / 'models.config'}",
-         f"--rest_api_port={port}", "--max_request_bytes=65536", "--shutdown_grace_seconds=30"],
+         f"--rest_api_port={port}", "--port=0", "--max_request_bytes=65536",
+         "--shutdown_grace_seconds=30"],
         stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
   try:
     deadline = time.time() + 180

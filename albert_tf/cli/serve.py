@@ -1,24 +1,31 @@
-"""Serves exported models on TF Serving's REST API, where TF Serving itself is not installed.
+"""Serves exported models on TF Serving's REST and gRPC APIs, where TF Serving is not installed.
 
     python serve.py --model_name=sst2 --model_base_path=models/sst2 --rest_api_port=8501
-    python serve.py --model_config_file=models.config --rest_api_port=8501
+    python serve.py --model_config_file=models.config --port=8500 --rest_api_port=8501
     curl -d '{"instances": ["a gripping film"]}' localhost:8501/v1/models/sst2:predict
 
 A model's base path holds versions as TF Serving lays them out (`<base>/<version>/saved_model.pb`,
 what `--export_version` writes); the highest is served, or what the model config file's
-`model_version_policy` asks. TF Serving's own flags and REST semantics, so a command line and a
-client carry over between the two: model status (`GET /v1/models/NAME`, `.../versions/N`),
-metadata (`.../metadata`: the signatures), predict (`POST /v1/models/NAME[/versions/N |
-/labels/L]:predict`, rows or columns, `signature_name`), answers as `predictions` / `outputs`
-and errors as `{"error": ...}`: 400 with the signature's own words for a bad request, 404 for
-an unknown model, version or signature, 413 for a body over --max_request_bytes. The format
-is export/rest_json.py's.
+`model_version_policy` asks. TF Serving's own flags and semantics, so a command line and a
+client carry over between the two:
+- REST (--rest_api_port): model status (`GET /v1/models/NAME`, `.../versions/N`,
+  `.../labels/L`), metadata (`.../metadata`: the signatures), predict (`POST
+  /v1/models/NAME[/versions/N | /labels/L]:predict`, rows or columns, `signature_name`); errors
+  as `{"error": ...}`: 400 with the signature's own words, 404 for an unknown model, version or
+  signature, 413 for a body over --max_request_bytes, 503 while stopping. Format:
+  export/rest_json.py.
+- gRPC (--port, 8500; 0 turns it off): PredictionService (Predict, GetModelMetadata) and
+  ModelService (GetModelStatus, HandleReloadConfigRequest), tensorflow-serving-api's clients.
+- Live versions: every --file_system_poll_wait_seconds the base paths are read again; a new
+  version is loaded, its warm-up requests (assets.extra/tf_serving_warmup_requests) replayed,
+  then served, and versions the policy drops are unloaded once their requests finish.
+  --model_config_file_poll_wait_seconds re-reads the config file.
+- --enable_batching (--batching_parameters_file): concurrent requests to one signature share a
+  call, each answer the one it would get alone.
 
-Built on kserve's model server (uvicorn + FastAPI): its model registry, data plane, metrics
-(`/metrics`) and its V2 (Open Inference Protocol) REST endpoints come with it. The TensorFlow
-calls run in a thread pool (--rest_api_num_threads), so concurrent requests overlap. SIGTERM or
-Ctrl-C stops taking connections, finishes the requests in flight (up to
---shutdown_grace_seconds) and exits 0.
+SIGTERM or Ctrl-C stops taking requests on both APIs, finishes those in flight (up to
+--shutdown_grace_seconds) and exits 0. Built on kserve's HTTP server (serving/rest.py); the
+core that owns models and versions is serving/core.py.
 """
 
 import argparse
@@ -34,8 +41,7 @@ MAX_REQUEST_BYTES = 32 << 20
 
 def _parse(argv):
   p = argparse.ArgumentParser(
-      prog="serve.py", description=__doc__.splitlines()[0], allow_abbrev=False,
-      epilog="TF Serving's gRPC API (--port) is not served: use the REST API.")
+      prog="serve.py", description=__doc__.splitlines()[0], allow_abbrev=False)
   p.add_argument("--model_name", default="default",
                  help="Name of the model (with --model_base_path), as TF Serving's")
   p.add_argument("--model_base_path", help="Folder of the model's versions (<version>/...)")
@@ -48,14 +54,31 @@ def _parse(argv):
                  help="Larger request bodies are refused with 413")
   p.add_argument("--shutdown_grace_seconds", type=int, default=30,
                  help="On SIGTERM, how long requests in flight may take to finish")
-  p.add_argument("--port", type=int, default=None,
-                 help="TF Serving's gRPC port: accepted so a command line carries over; no "
-                      "gRPC API is served")
+  p.add_argument("--port", type=int, default=8500,
+                 help="gRPC port (TF Serving's); 0: no gRPC API")
+  p.add_argument("--file_system_poll_wait_seconds", type=int, default=1,
+                 help="How often the base paths are read for new versions; 0: only at start")
+  p.add_argument("--model_config_file_poll_wait_seconds", type=int, default=0,
+                 help="How often --model_config_file is read again; 0: never")
+  p.add_argument("--enable_batching", action="store_true",
+                 help="Merge concurrent requests to one signature into one call")
+  p.add_argument("--batching_parameters_file",
+                 help="TF Serving's BatchingParameters (text format) for --enable_batching")
   args = p.parse_args(argv)
   if bool(args.model_base_path) == bool(args.model_config_file):
     p.error("give --model_base_path (one model, named by --model_name) or --model_config_file")
-  if not 0 <= args.rest_api_port < 65536:
-    p.error(f"--rest_api_port={args.rest_api_port} is not a port")
+  for flag in ("rest_api_port", "port"):
+    if not 0 <= getattr(args, flag) < 65536:
+      p.error(f"--{flag}={getattr(args, flag)} is not a port")
+  if args.port and args.port == args.rest_api_port:
+    p.error(f"--port and --rest_api_port are both {args.port}: give each API its own port")
+  for flag in ("file_system_poll_wait_seconds", "model_config_file_poll_wait_seconds"):
+    if getattr(args, flag) < 0:
+      p.error(f"--{flag}={getattr(args, flag)} is negative; 0 turns it off")
+  if args.model_config_file_poll_wait_seconds and not args.model_config_file:
+    p.error("--model_config_file_poll_wait_seconds needs --model_config_file")
+  if args.batching_parameters_file and not args.enable_batching:
+    p.error("--batching_parameters_file needs --enable_batching")
   return args
 
 
@@ -74,18 +97,24 @@ def main(argv=None):
   args = _parse(argv)
   logging.basicConfig(level=logging.INFO, format="%(message)s")
   logger.setLevel(logging.INFO)
-  if args.port is not None:
-    logger.warning("--port=%d: TF Serving's gRPC API is not served here; clients use the REST "
-                   "API on --rest_api_port=%d", args.port, args.rest_api_port)
-  from albert_tf.cli.model_server import ModelServer, load_models  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving import core, rest  # pylint: disable=g-import-not-at-top
   try:
-    models = load_models(model_specs(args))
+    batching = None
+    if args.enable_batching:
+      from albert_tf.serving import batching as batching_lib  # pylint: disable=g-import-not-at-top
+      batching = batching_lib.read_batching_parameters(args.batching_parameters_file)
+    server_core = core.ServerCore(
+        model_specs(args), poll_wait_seconds=args.file_system_poll_wait_seconds,
+        batching=batching, config_file=args.model_config_file,
+        config_poll_wait_seconds=args.model_config_file_poll_wait_seconds)
+    server_core.start()
   except (OSError, ValueError) as e:
     logger.error("%s", e)
     return 1
-  server = ModelServer(models, port=args.rest_api_port, threads=args.rest_api_num_threads,
-                       max_request_bytes=args.max_request_bytes,
-                       grace_seconds=args.shutdown_grace_seconds)
+  server = rest.ModelServer(server_core, rest_port=args.rest_api_port, grpc_port=args.port,
+                            threads=args.rest_api_num_threads,
+                            max_request_bytes=args.max_request_bytes,
+                            grace_seconds=args.shutdown_grace_seconds)
   return server.run()
 
 
