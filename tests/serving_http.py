@@ -7,6 +7,8 @@ import base64
 import http.client
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +30,9 @@ __all__ = [
     "test_a_bad_request_is_a_4xx_naming_the_fault_and_the_next_request_is_served",
     "test_b64_strings_are_read_as_bytes",
     "test_concurrent_clients_each_get_their_own_answers",
+    "test_a_version_copied_in_while_serving_is_served_and_the_old_one_unloaded",
+    "test_a_version_that_fails_to_load_is_shown_and_the_served_one_keeps_serving",
+    "test_the_v2_routes_answer_404_naming_the_v1_route",
     "test_sigterm_finishes_requests_in_flight_and_exits_0",
 ]
 
@@ -74,8 +79,9 @@ def call(port, path, body=None, method=None, timeout=60, connection=None):
 
 
 class Server:
-  def __init__(self, port, process, loaded, log):
+  def __init__(self, port, process, loaded, log, base):
     self.port, self.process, self.loaded, self.log = port, process, loaded, log
+    self.base = base
 
   def predict(self, model, request, path=""):
     return call(self.port, f"/v1/models/{model}{path}:predict", request)
@@ -95,13 +101,17 @@ def server(request, tmp_path_factory):
       policy = 'model_version_policy { all {} } version_labels { key: "stable" value: 1 }'
     config.append(f'config {{ name: "{name}" base_path: "{base / name}" '
                   f'model_platform: "tensorflow" {policy} }}')
+  # A model whose versions the tests roll out while it is served (latest 1, TF Serving's default).
+  os.makedirs(base / "live")
+  os.symlink(request.getfixturevalue("classifier_export")[1], base / "live" / "1")
+  config.append(f'config {{ name: "live" base_path: "{base / "live"}" }}')
   (base / "models.config").write_text("model_config_list {\n  %s\n}\n" % "\n  ".join(config))
   port, log = _free_port(), base / "server.log"
   with open(log, "w") as out:
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "serve.py"), f"--model_config_file={base / 'models.config'}",
          f"--rest_api_port={port}", "--port=0", "--max_request_bytes=65536",
-         "--shutdown_grace_seconds=30"],
+         "--shutdown_grace_seconds=30", "--file_system_poll_wait_seconds=1"],
         stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
   try:
     deadline = time.time() + 180
@@ -113,7 +123,7 @@ def server(request, tmp_path_factory):
           break
       except OSError:
         time.sleep(0.5)
-    yield Server(port, process, loaded, log)
+    yield Server(port, process, loaded, log, base)
   finally:
     if process.poll() is None:
       process.send_signal(signal.SIGTERM)
@@ -289,6 +299,81 @@ def test_concurrent_clients_each_get_their_own_answers(server):
       assert status == 200, answer
       _assert_same({k: [v] for k, v in answer["predictions"][0].items()},
                    expected[c], f"client {c}")
+
+
+def _states(server, model):
+  status, answer = call(server.port, f"/v1/models/{model}")
+  assert status == 200, answer
+  return {int(v["version"]): (v["state"], v["status"]["error_message"])
+          for v in answer["model_version_status"]}
+
+
+def _wait_for(server, model, done, seconds=120):
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    states = _states(server, model)
+    if done(states):
+      return states
+    time.sleep(0.2)
+  raise AssertionError(f"{model}: {_states(server, model)}\n{server.log.read_text()[-3000:]}")
+
+
+def test_a_version_copied_in_while_serving_is_served_and_the_old_one_unloaded(server):
+  """A client keeps asking while version 2 is copied file by file into the base path (as `cp -r`
+  would: saved_model.pb may land before the variables): version 2 becomes AVAILABLE within
+  seconds of the copy, version 1 is unloaded after it, and every request is answered."""
+  text = {"instances": ["a gripping film"]}
+  expected = server.predict("live", text)
+  assert expected[0] == 200
+  results, stop = [], threading.Event()
+
+  def client():
+    while not stop.is_set():
+      results.append(server.predict("live", text))
+
+  thread = threading.Thread(target=client)
+  thread.start()
+  try:
+    source = os.path.realpath(server.base / "live" / "1")
+    copied = time.time()
+    shutil.copytree(source, server.base / "live" / "2")
+    states = _wait_for(server, "live", lambda s: s.get(1, ("",))[0] == "END" and
+                       s.get(2, ("",))[0] == "AVAILABLE")
+    rolled_out = time.time() - copied
+  finally:
+    stop.set()
+    thread.join(60)
+  assert states == {2: ("AVAILABLE", ""), 1: ("END", "")}
+  assert rolled_out < 60, rolled_out
+  assert results and all(r == expected for r in results), [r for r in results if r != expected][:3]
+  status, answer = call(server.port, "/v1/models/live/metadata")
+  assert answer["model_spec"]["version"] == "2"
+  log = server.log.read_text()
+  assert re.search(r"model 'live' version 2 AVAILABLE in [\d.]+ s \((\d+) warm-up requests",
+                   log), log[-3000:]
+  warmed = int(re.search(r"model 'live' version 2 AVAILABLE .*?\((\d+) warm-up", log).group(1))
+  assert warmed == 3 * len(server.loaded["classifier"].signatures)
+
+
+def test_a_version_that_fails_to_load_is_shown_and_the_served_one_keeps_serving(server):
+  """Version 3 is a SavedModel that cannot load: its state is END with the loader's error,
+  version 2 keeps answering, and status names both."""
+  broken = server.base / "live" / "3"
+  os.makedirs(broken / "variables")
+  (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+  states = _wait_for(server, "live", lambda s: s.get(3, ("",))[0] == "END")
+  assert states[2] == ("AVAILABLE", "") and states[3][1], states
+  assert server.predict("live", {"instances": ["a gripping film"]})[0] == 200
+  status, answer = call(server.port, "/v1/models/live/metadata")
+  assert answer["model_spec"]["version"] == "2"
+  assert "model 'live' version 3 failed to load" in server.log.read_text()
+
+
+def test_the_v2_routes_answer_404_naming_the_v1_route(server):
+  status, answer = call(server.port, "/v2/models/classifier/infer",
+                        {"inputs": [{"name": "text_a", "shape": [1], "datatype": "BYTES",
+                                     "data": ["a gripping film"]}]})
+  assert status == 404 and "POST /v1/models/NAME:predict" in answer["error"], answer
 
 
 def test_sigterm_finishes_requests_in_flight_and_exits_0(server):

@@ -22,10 +22,10 @@ import threading
 import time
 
 from albert_tf.export import layout, rest_json
+from albert_tf.export.warmup import WARMUP_FILE
 
 logger = logging.getLogger("albert_tf.serve")
 
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_WARMUP_RECORDS = 1000  # TF Serving's limit on a version's warm-up file
 
 
