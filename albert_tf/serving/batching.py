@@ -268,6 +268,12 @@ class Batcher:
       raise task.error
     return task.outputs
 
+  def num_enqueued_tasks(self):
+    """Requests waiting for a batch thread (TF Serving's NumEnqueuedTasks): a batch being run
+    no longer counts."""
+    with self._cv:
+      return sum(len(batch.tasks) for batch in self._batches)
+
   def close(self, timeout=None):
     """Runs what is queued (without waiting out timeouts), then stops the threads; a later
     `submit` raises Unavailable. For a graceful shutdown or unloading a version."""
