@@ -220,7 +220,8 @@ def test_close_runs_the_queued_requests_then_refuses_and_stops_its_threads(pool)
   batcher.close(timeout=2 * WAIT)
   assert time.monotonic() - start < WAIT  # the queued batch ran at once, not at its timeout
   assert [f.result(WAIT)["doubled"][0, 0] for f in futures] == [2, 4]
-  assert not any(thread.is_alive() for thread in batcher._threads)  # pylint: disable=protected-access
+  threads = batcher._threads  # pylint: disable=protected-access
+  assert threads and not any(thread.is_alive() for thread in threads)
   with pytest.raises(batching.Unavailable, match="closing"):
     batcher.submit(rows(3))
 
@@ -264,7 +265,8 @@ def test_read_batching_parameters_reads_tf_servings_example(tmp_path):
 
 
 def test_read_batching_parameters_takes_tf_servings_defaults_for_absent_fields(tmp_path):
-  params_ = batching.read_batching_parameters(write(tmp_path, "batch_timeout_micros { value: 5 }"))
+  path = write(tmp_path, "batch_timeout_micros { value: 5 }")
+  params_ = batching.read_batching_parameters(path)
   assert (params_.max_batch_size, params_.batch_timeout_micros, params_.max_enqueued_batches,
           params_.allowed_batch_sizes, params_.pad_variable_length_inputs) == (1000, 5, 10, (),
                                                                                 False)

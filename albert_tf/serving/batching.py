@@ -339,9 +339,11 @@ class Batcher:
         except Exception as error:  # pylint: disable=broad-except
           task.finish(error=error)
       return
-    except Exception as e:  # pylint: disable=broad-except
+    except BaseException as e:  # pylint: disable=broad-except
       for task in batch.tasks:
         task.finish(error=e)
+      if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: after answering
+        raise
       return
     for task, outputs in zip(batch.tasks, answers):
       task.finish(outputs)
