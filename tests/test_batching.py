@@ -335,3 +335,27 @@ def test_batchable_accepts_static_outputs_and_numeric_inputs(signatures):
   assert batching.batchable(signatures["lengths"])[0]
   ok, reason = batching.batchable(signatures["ids"])
   assert ok and "numeric" in reason
+
+
+def test_a_batched_signature_answers_each_text_as_it_answers_it_alone(signatures, pool):
+  # The server's path: rest_json.run on a loaded signature, texts of different lengths merged.
+  function = signatures["lengths"]
+  calls = []
+
+  def run(arrays):
+    calls.append(len(arrays["text"]))
+    return rest_json.run(function, arrays)
+
+  texts = [[b"a"], [b"a longer text", b"mid"], [b"\xc3\xa9t\xc3\xa9"]]
+  alone = [rest_json.run(function, {"text": np.array(t, object)}) for t in texts]
+  with batching.Batcher(params(max_batch_size=8, batch_timeout_micros=10 * WAIT * 10**6),
+                        run) as batcher:
+    futures = [pool.submit(batcher.submit, {"text": np.array(t, object)}) for t in texts]
+    wait_until(lambda: batcher.num_enqueued_tasks() == 3)
+    batcher.close(timeout=WAIT)
+    answers = [f.result(WAIT) for f in futures]
+  assert calls == [4]
+  for one, batched in zip(alone, answers):
+    assert one.keys() == batched.keys()
+    for name in one:
+      np.testing.assert_array_equal(batched[name], one[name])
