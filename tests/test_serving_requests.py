@@ -226,10 +226,11 @@ def test_ner_texts_without_words_have_no_entities_with_softmax_and_crf_alike(ner
             k: (2,) if k == "num_entities" else (2, 0) for k in out}
 
 
-# serve.py's tests over HTTP (serving_http.py) and those of the serve_examples and embed
-# signatures (serving_examples.py) are collected in this module, so that one test process builds
-# the tiny exports they share (conftest.py's) once: each export traced in a process keeps about
-# half a gigabyte of its memory, and pytest-xdist's --dist loadfile would give each file to
-# whichever worker is free.
+# serve.py's tests over HTTP (serving_http.py), those of the serve_examples and embed
+# signatures (serving_examples.py) and those of the ops every export uses (serving_ops.py) are
+# collected in this module, so that one test process builds the tiny exports they share
+# (conftest.py's) once: each export traced in a process keeps about half a gigabyte of its
+# memory, and pytest-xdist's --dist loadfile would give each file to whichever worker is free.
 from serving_examples import *  # noqa: E402,F401,F403  pylint: disable=wildcard-import,wrong-import-position
 from serving_http import *  # noqa: E402,F401,F403  pylint: disable=wildcard-import,wrong-import-position
+from serving_ops import *  # noqa: E402,F401,F403  pylint: disable=wildcard-import,wrong-import-position
