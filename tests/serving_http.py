@@ -352,7 +352,7 @@ def test_a_version_copied_in_while_serving_is_served_and_the_old_one_unloaded(se
   assert re.search(r"model 'live' version 2 AVAILABLE in [\d.]+ s \((\d+) warm-up requests",
                    log), log[-3000:]
   warmed = int(re.search(r"model 'live' version 2 AVAILABLE .*?\((\d+) warm-up", log).group(1))
-  assert warmed == 3 * len(server.loaded["classifier"].signatures)
+  assert warmed == 3 * len(server.loaded["classifier"].signatures)  # three per signature
 
 
 def test_a_version_that_fails_to_load_is_shown_and_the_served_one_keeps_serving(server):

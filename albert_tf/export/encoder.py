@@ -28,6 +28,7 @@ import tensorflow as tf
 from albert_tf import files
 from albert_tf.export import requests
 from albert_tf.export.tflite import export_serving_tflite
+from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 
@@ -119,11 +120,13 @@ def export_encoder(pretrainer, export_dir, max_seq_length=None, jit_compile=Fals
   """Writes the encoder SavedModel atomically (temporary folder, then rename).
 
   `jit_compile`: the serving_default and mlm signatures as XLA clusters (see the module doc).
+  TF Serving's warm-up requests go in its assets.extra/ (export/warmup.py).
   """
   module = EncoderExport(pretrainer, max_seq_length, jit_compile)
   with files.atomic_path(export_dir) as tmp, plain_activations():
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serving,
                                                  "mlm": module.mlm, "lean": module.lean})
+    write_warmup_requests(tmp)
   return export_dir
 
 

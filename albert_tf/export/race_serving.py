@@ -132,4 +132,4 @@ def export_multiple_choice(model, export_dir, num_choices=4, spm_model_file=None
   module = MultipleChoiceServing(model, tokenizer, num_choices, max_seq_length, max_qa_length)
   return save_atomically(module, export_dir, {
       "serving_default": module.serve.get_concrete_function(),
-      "serve_examples": module.serve_examples.get_concrete_function()})
+      "serve_examples": module.serve_examples.get_concrete_function()}, num_choices=num_choices)

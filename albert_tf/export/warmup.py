@@ -24,7 +24,6 @@ _SHORT = {"text": "the [MASK] sat on the mat", "text_a": "a gripping film",
           "context": "Tom wrote the book in 1990.", "article": "Tom went to the park."}
 _LONG = " ".join(["The story follows a family over three summers by the sea, and every "
                   "chapter adds a voice."] * 4)
-_OPTIONS = ["the park", "the zoo", "the school", "the shop"]
 _IDS = [2, 48, 1310, 25, 3]
 
 
@@ -33,19 +32,23 @@ def _texts(name, rows, long):
   return np.array([text.encode()] * rows, dtype=object)
 
 
-def _value(name, spec, rows, long, sibling):
-  """A sample value of input `name` (a TensorInfo's dtype and shape) for `rows` rows, or None
-  when the input is not one we know."""
+def _options(num_choices):
+  return [f"option {i + 1}".encode() for i in range(num_choices)]
+
+
+def _value(name, dtype, rows, long, sibling, num_choices):
+  """A sample value of input `name` of `dtype` (a DataType enum) for `rows` rows, or None when
+  the input is not one we know. Our signatures declare their inputs' ranks in the graph, not
+  in the SignatureDef (export/requests.py), so the name says the shape."""
   from tensorflow.core.framework import types_pb2  # pylint: disable=g-import-not-at-top
-  dims = [d.size for d in spec.tensor_shape.dim]
-  if spec.dtype == types_pb2.DT_STRING:
+  if dtype == types_pb2.DT_STRING:
     if name == "examples":
       return None if not sibling else np.array(
-          [_example(sibling, long)] * rows, dtype=object)
-    if name == "options" and dims[1:] == [len(_OPTIONS)]:
-      return np.array([[o.encode() for o in _OPTIONS]] * rows, dtype=object)
-    return _texts(name, rows, long) if name in _SHORT and len(dims) == 1 else None
-  if spec.dtype == types_pb2.DT_INT32 and len(dims) == 2:
+          [_example(sibling, long, num_choices)] * rows, dtype=object)
+    if name == "options":
+      return np.array([_options(num_choices)] * rows, dtype=object)
+    return _texts(name, rows, long) if name in _SHORT else None
+  if dtype == types_pb2.DT_INT32:
     ids = _IDS * (8 if long else 1)
     column = {"input_word_ids": ids, "input_mask": [1] * len(ids),
               "input_type_ids": [0] * len(ids), "masked_lm_positions": [1]}.get(name)
@@ -53,19 +56,18 @@ def _value(name, spec, rows, long, sibling):
   return None
 
 
-def _example(names, long):
+def _example(names, long, num_choices):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   feature = {}
   for name in names:
-    values = ([o.encode() for o in _OPTIONS] if name == "options"
-              else [_texts(name, 1, long)[0]])
+    values = _options(num_choices) if name == "options" else [_texts(name, 1, long)[0]]
     feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def warmup_requests(signature_defs):
+def warmup_requests(signature_defs, num_choices=4):
   """[PredictRequest] for `signature_defs` ({name: SignatureDef}): three per signature whose
-  inputs we know how to fill."""
+  inputs we know how to fill (`num_choices`: the options a multiple-choice row has)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow_serving.apis import predict_pb2  # pylint: disable=g-import-not-at-top
   default = signature_defs.get("serving_default")
@@ -76,7 +78,7 @@ def warmup_requests(signature_defs):
     if signature.startswith("__"):  # __saved_model_init_op: the tables' initializer, no inputs
       continue
     for rows, long in ((1, False), (1, True), (4, False)):
-      values = {name: _value(name, spec, rows, long, text_inputs)
+      values = {name: _value(name, spec.dtype, rows, long, text_inputs, num_choices)
                 for name, spec in definition.inputs.items()}
       unknown = sorted(n for n, v in values.items() if v is None)
       if unknown:
@@ -90,7 +92,7 @@ def warmup_requests(signature_defs):
   return made
 
 
-def write_warmup_requests(export_dir):
+def write_warmup_requests(export_dir, num_choices=4):
   """Writes `<export_dir>/assets.extra/tf_serving_warmup_requests` for the SavedModel in
   `export_dir` (being written: its temporary folder). Returns how many requests."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -98,7 +100,7 @@ def write_warmup_requests(export_dir):
   from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=g-import-not-at-top
   saved_model = loader_impl.parse_saved_model(export_dir)
   serving = next(m for m in saved_model.meta_graphs if "serve" in m.meta_info_def.tags)
-  requests = warmup_requests(dict(serving.signature_def))
+  requests = warmup_requests(dict(serving.signature_def), num_choices)
   if not requests:
     return 0
   path = os.path.join(export_dir, WARMUP_FILE)
