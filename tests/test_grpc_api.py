@@ -10,7 +10,9 @@ labels stable -> 1 and canary -> 2.
 
 import collections
 import concurrent.futures
+import contextlib
 import os
+import threading
 
 import grpc
 import numpy as np
@@ -214,6 +216,61 @@ def test_a_server_that_cannot_take_the_request_answers_unavailable(error):
       stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
       assert refusal(stub.Predict, predict_request({"text_a": TEXTS})) == (
           grpc.StatusCode.UNAVAILABLE, str(error))
+  finally:
+    server.stop(None).wait(TIMEOUT)
+
+
+class HeldSignature:
+  """A signature doubling `x` ([batch] float32), as a loaded one describes itself."""
+  structured_input_signature = ((), {"x": tf.TensorSpec([None], tf.float32, name="x")})
+  structured_outputs = {"y": tf.TensorSpec([None], tf.float32, name="y")}
+
+
+class HoldingCore:
+  """A core whose one version answers only once `release` is set (`started`: a request is in)."""
+
+  def __init__(self):
+    self.started, self.release = threading.Event(), threading.Event()
+    self.version = 1
+
+  @contextlib.contextmanager
+  def serving(self, *_):
+    yield self
+
+  def signature(self, _):
+    return HeldSignature
+
+  def run(self, _, arrays):
+    self.started.set()
+    assert self.release.wait(TIMEOUT)
+    return {"y": arrays["x"] * 2}
+
+
+def test_stop_finishes_the_requests_in_flight_and_refuses_new_ones():
+  core = HoldingCore()
+  server = grpc_api.start_grpc_server(core, 0, host="127.0.0.1")
+  request = predict_request({"x": np.array([1.5, 2], np.float32)})
+  with grpc.insecure_channel(f"127.0.0.1:{server.bound_port}") as channel:
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    in_flight = stub.Predict.future(request, timeout=TIMEOUT)
+    assert core.started.wait(TIMEOUT)
+    stopped = server.stop(TIMEOUT)
+    assert refusal(stub.Predict, request)[0] == grpc.StatusCode.UNAVAILABLE
+    core.release.set()
+    answer = arrays(in_flight.result(timeout=TIMEOUT))
+    np.testing.assert_array_equal(answer["y"], np.array([3, 4], np.float32))
+  assert stopped.wait(TIMEOUT)
+
+
+def test_an_input_of_a_shape_the_signature_does_not_take_is_invalid_argument():
+  core = HoldingCore()
+  core.release.set()
+  server = grpc_api.start_grpc_server(core, 0, host="127.0.0.1")
+  try:
+    with grpc.insecure_channel(f"127.0.0.1:{server.bound_port}") as channel:
+      stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+      assert refusal(stub.Predict, predict_request({"x": np.ones([2, 2], np.float32)})) == (
+          INVALID, "x has the shape [2, 2]; this signature takes [None]")
   finally:
     server.stop(None).wait(TIMEOUT)
 
