@@ -179,6 +179,15 @@ def test_a_bad_predict_is_refused_with_its_code_and_the_rest_apis_words(
   assert refusal(served.predict.Predict, predict_request(*request_args)) == (code, words)
 
 
+@pytest.mark.parametrize("rpc, message", [
+    ("Predict", predict_pb2.PredictRequest),
+    ("GetModelMetadata", get_model_metadata_pb2.GetModelMetadataRequest),
+    ("GetModelStatus", get_model_status_pb2.GetModelStatusRequest)])
+def test_a_request_without_a_model_spec_is_refused_in_tf_servings_words(served, rpc, message):
+  stub = served.models if rpc == "GetModelStatus" else served.predict
+  assert refusal(getattr(stub, rpc), message()) == (INVALID, "Missing ModelSpec")
+
+
 def test_a_message_over_max_message_bytes_is_resource_exhausted(served):
   server = grpc_api.start_grpc_server(served.core, 0, max_message_bytes=4096, host="127.0.0.1")
   try:
