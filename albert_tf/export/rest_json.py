@@ -82,7 +82,7 @@ def request_inputs(request, specs):
       if not isinstance(instance, dict):
         raise RequestError(f"instances[{i}] must be an object with the inputs "
                            f"{', '.join(names)}")
-      _check_names(instance, names, f"instances[{i}]")
+      check_names(instance, names, f"instances[{i}]")
       for name in names:
         columns[name].append(instance[name])
     return {name: _array(name, columns[name], specs[name]) for name in names}, True
@@ -91,15 +91,24 @@ def request_inputs(request, specs):
     inputs = {names[0]: inputs}
   if not isinstance(inputs, dict):
     raise RequestError(f'"inputs" must be an object with the inputs {", ".join(names)}')
-  _check_names(inputs, names, '"inputs"')
+  check_names(inputs, names, '"inputs"')
   arrays = {name: _array(name, inputs[name], specs[name]) for name in names}
-  for name, array in arrays.items():
-    if array.ndim and array.shape[0] == 0:
-      raise RequestError(f"{name} has no rows: a request needs at least one example")
+  check_rows(arrays)
   return arrays, False
 
 
-def _check_names(given, names, where):
+def check_rows(arrays):
+  """A RequestError for an input with an empty batch: the signatures' rules (row counts that
+  agree) cannot refuse it, and the answer would be an empty one nobody asked for."""
+  for name, array in arrays.items():
+    if array.ndim and array.shape[0] == 0:
+      raise RequestError(f"{name} has no rows: a request needs at least one example")
+
+
+def check_names(given, names, where):
+  """A RequestError naming the first input of `names` missing from `given` (an input's name
+  -> value), else the first that `given` has beyond them; `where` names the request's part.
+  Public so that both protocols (REST here, gRPC in serving/grpc_api.py) say the same."""
   missing = [n for n in names if n not in given]
   if missing:
     raise RequestError(f"{where} lacks the input {missing[0]!r} (this signature takes "
