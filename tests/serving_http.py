@@ -16,9 +16,11 @@ import sys
 import threading
 import time
 
+import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from conftest import ROOT, float32_atol
 
@@ -29,6 +31,7 @@ __all__ = [
     "test_status_metadata_versions_and_labels_are_tf_servings",
     "test_a_bad_request_is_a_4xx_naming_the_fault_and_the_next_request_is_served",
     "test_b64_strings_are_read_as_bytes",
+    "test_grpc_clients_get_the_answers_rest_clients_get_concurrently",
     "test_concurrent_clients_each_get_their_own_answers",
     "test_a_version_copied_in_while_serving_is_served_and_the_old_one_unloaded",
     "test_a_version_that_fails_to_load_is_shown_and_the_served_one_keeps_serving",
@@ -79,9 +82,9 @@ def call(port, path, body=None, method=None, timeout=60, connection=None):
 
 
 class Server:
-  def __init__(self, port, process, loaded, log, base):
-    self.port, self.process, self.loaded, self.log = port, process, loaded, log
-    self.base = base
+  def __init__(self, port, grpc_port, process, loaded, log, base):
+    self.port, self.grpc_port, self.process, self.loaded = port, grpc_port, process, loaded
+    self.log, self.base = log, base
 
   def predict(self, model, request, path=""):
     return call(self.port, f"/v1/models/{model}{path}:predict", request)
@@ -106,12 +109,18 @@ def server(request, tmp_path_factory):
   os.symlink(request.getfixturevalue("classifier_export")[1], base / "live" / "1")
   config.append(f'config {{ name: "live" base_path: "{base / "live"}" }}')
   (base / "models.config").write_text("model_config_list {\n  %s\n}\n" % "\n  ".join(config))
-  port, log = _free_port(), base / "server.log"
+  # Server-side batching on, so every answer below also shows batching changes none: concurrent
+  # requests of one signature (and shape) are merged within 5 ms.
+  (base / "batching.config").write_text(
+      "max_batch_size { value: 128 }\nbatch_timeout_micros { value: 5000 }\n"
+      "num_batch_threads { value: 2 }\nmax_enqueued_batches { value: 100 }\n")
+  port, grpc_port, log = _free_port(), _free_port(), base / "server.log"
   with open(log, "w") as out:
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "serve.py"), f"--model_config_file={base / 'models.config'}",
-         f"--rest_api_port={port}", "--port=0", "--max_request_bytes=65536",
-         "--shutdown_grace_seconds=30", "--file_system_poll_wait_seconds=1"],
+         f"--rest_api_port={port}", f"--port={grpc_port}", "--max_request_bytes=65536",
+         "--shutdown_grace_seconds=30", "--file_system_poll_wait_seconds=1",
+         "--enable_batching", f"--batching_parameters_file={base / 'batching.config'}"],
         stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
   try:
     deadline = time.time() + 180
@@ -123,7 +132,7 @@ def server(request, tmp_path_factory):
           break
       except OSError:
         time.sleep(0.5)
-    yield Server(port, process, loaded, log, base)
+    yield Server(port, grpc_port, process, loaded, log, base)
   finally:
     if process.poll() is None:
       process.send_signal(signal.SIGTERM)
@@ -254,6 +263,62 @@ def test_b64_strings_are_read_as_bytes(server):
   assert plain[0] == 200 and encoded == plain
 
 
+def _grpc_predict(stub, model, signature, columns):
+  request = predict_pb2.PredictRequest()
+  request.model_spec.name, request.model_spec.signature_name = model, signature
+  for name, value in columns.items():
+    request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+  response = stub.Predict(request, timeout=60)
+  return {name: tf.make_ndarray(t) for name, t in response.outputs.items()}
+
+
+def test_grpc_clients_get_the_answers_rest_clients_get_concurrently(server):
+  """TF Serving's own gRPC client (tensorflow-serving-api's stub) on --port gets, for every task,
+  what a REST client gets from the same process; 4 gRPC and 4 REST clients at once, 10 requests
+  each, every answer its own request's."""
+  channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+  stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+  try:
+    for name, (_, signature, columns) in TASKS.items():
+      expected = _in_process(server.loaded[name], signature, columns)
+      got = _grpc_predict(stub, name, signature, columns)
+      status, answer = server.predict(name, {"signature_name": signature, "inputs": columns})
+      assert status == 200, answer
+      rest = answer["outputs"] if len(expected) > 1 else {next(iter(expected)): answer["outputs"]}
+      _assert_same(rest, expected, f"{name} REST")
+      _assert_same({k: v.tolist() if v.dtype != object else
+                    np.vectorize(bytes.decode, otypes=[object])(v).tolist() if v.size else []
+                    for k, v in got.items()}, expected, f"{name} gRPC")
+    expected = [_in_process(server.loaded["encoder"], "lean",
+                            {k: [v] for k, v in _client_ids(c).items()}) for c in range(8)]
+    errors = []
+
+    def client(c):
+      try:
+        columns = {k: [v] for k, v in _client_ids(c).items()}
+        for _ in range(10):
+          if c % 2:
+            got = _grpc_predict(stub, "encoder", "lean", columns)
+            got = {k: v.tolist() for k, v in got.items()}
+          else:
+            status, answer = server.predict("encoder", {"signature_name": "lean",
+                                                        "inputs": columns})
+            assert status == 200, answer
+            got = answer["outputs"]
+          _assert_same(got, expected[c], f"client {c}")
+      except Exception as e:  # pylint: disable=broad-except
+        errors.append(f"client {c}: {e!r}")
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(8)]
+    for t in threads:
+      t.start()
+    for t in threads:
+      t.join(240)
+    assert not errors and not any(t.is_alive() for t in threads), errors
+  finally:
+    channel.close()
+
+
 TEXTS = [f"client {c} says the film was {'good' if c % 2 else 'dull'} {'!' * c}"
          for c in range(8)]
 
@@ -377,25 +442,41 @@ def test_the_v2_routes_answer_404_naming_the_v1_route(server):
 
 
 def test_sigterm_finishes_requests_in_flight_and_exits_0(server):
-  """Last (it stops the module's server): clients keep sending 64-row requests on fresh
-  connections; SIGTERM comes while some are in flight. Each request is answered correctly or
-  refused cleanly (no connection, or closed before an answer), at least one request that was
-  in flight at the signal is answered, and the server exits 0."""
+  """Last (it stops the module's server): REST and gRPC clients keep sending 64-row requests;
+  SIGTERM comes while some are in flight. Each request is answered correctly or refused cleanly
+  (REST: no connection, or closed before an answer; gRPC: UNAVAILABLE), at least one request of
+  each API that was in flight at the signal is answered, and the server exits 0."""
   rows = [TEXTS[i % 8] for i in range(64)]
   expected = _in_process(server.loaded["classifier"], "serving_default", {"text_a": rows})
   results, stop = [], threading.Event()
+  channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+  stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
 
   def client():
     while not stop.is_set():
       start = time.time()
       try:
         status, answer = server.predict("classifier", {"instances": rows})
-        results.append((start, time.time(), status, answer))
+        results.append(("rest", start, time.time(), status, answer))
       except (ConnectionError, http.client.RemoteDisconnected):
-        results.append((start, time.time(), "refused", None))
+        results.append(("rest", start, time.time(), "refused", None))
         time.sleep(0.05)
 
-  threads = [threading.Thread(target=client) for _ in range(4)]
+  def grpc_client():
+    while not stop.is_set():
+      start = time.time()
+      try:
+        got = _grpc_predict(stub, "classifier", "serving_default", {"text_a": rows})
+        answer = {"predictions": [{k: v[i].decode() if v.dtype == object else v[i].tolist()
+                                   for k, v in got.items()} for i in range(len(rows))]}
+        results.append(("grpc", start, time.time(), 200, answer))
+      except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+        results.append(("grpc", start, time.time(), "refused", None))
+        time.sleep(0.05)
+
+  threads = [threading.Thread(target=client) for _ in range(3)]
+  threads += [threading.Thread(target=grpc_client) for _ in range(2)]
   for t in threads:
     t.start()
   deadline = time.time() + 60
@@ -403,14 +484,19 @@ def test_sigterm_finishes_requests_in_flight_and_exits_0(server):
     time.sleep(0.05)
   signalled = time.time()
   server.process.send_signal(signal.SIGTERM)
-  assert server.process.wait(60) == 0, server.log.read_text()
-  stop.set()
-  for t in threads:
-    t.join(60)
-  answered = [r for r in results if r[2] != "refused"]
-  for _, _, status, answer in answered:
+  try:
+    assert server.process.wait(60) == 0, server.log.read_text()
+  finally:
+    stop.set()
+    for t in threads:
+      t.join(60)
+    channel.close()
+  answered = [r for r in results if r[3] != "refused"]
+  for _, _, _, status, answer in answered:
     assert status == 200, answer
     _assert_same({k: [p[k] for p in answer["predictions"]] for k in expected}, expected,
                  "under SIGTERM")
-  assert any(start < signalled < end for start, end, _, _ in answered), results
+  for api in ("rest", "grpc"):
+    assert any(start < signalled < end for kind, start, end, _, _ in answered if kind == api), (
+        api, results)
   assert "stopped" in server.log.read_text()
