@@ -102,7 +102,8 @@ def main(argv=None):
     batching = None
     if args.enable_batching:
       from albert_tf.serving import batching as batching_lib  # pylint: disable=g-import-not-at-top
-      batching = batching_lib.read_batching_parameters(args.batching_parameters_file)
+      batching = (batching_lib.read_batching_parameters(args.batching_parameters_file)
+                  if args.batching_parameters_file else batching_lib.BatchingParameters())
     server_core = core.ServerCore(
         model_specs(args), poll_wait_seconds=args.file_system_poll_wait_seconds,
         batching=batching, config_file=args.model_config_file,

@@ -21,6 +21,7 @@ import signal
 import sys
 
 from albert_tf.export import rest_json
+from albert_tf.serving import batching
 from albert_tf.serving import core as core_lib
 
 logger = logging.getLogger("albert_tf.serve")
@@ -146,7 +147,8 @@ def add_routes(app, core, max_request_bytes):
                       response_model=None)
   app.add_api_route("/v2/{path:path}", v2_refused, methods=["GET", "POST", "PUT", "DELETE"])
   for error, code in ((rest_json.RequestError, 400), (rest_json.NotFound, 404),
-                      (RequestTooLarge, 413), (core_lib.Unavailable, 503)):
+                      (RequestTooLarge, 413), (core_lib.Unavailable, 503),
+                      (batching.Unavailable, 503)):
     app.add_exception_handler(error, lambda _, e, code=code: _error(code, str(e)))
   app.add_middleware(_BodyLimit, limit=max_request_bytes)
 
