@@ -13,6 +13,7 @@ _EXPORTS = {
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "load_checkpoint": "albert_tf.interop.checkpoints",
+    "load_saved_model": "albert_tf.interop.saved_models",
     "save_tf1_checkpoint": "albert_tf.interop.checkpoints",
 }
 

@@ -172,12 +172,14 @@ def _query_fill_mask(out, model_file):
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.export.task_models import export_fill_mask  # pylint: disable=g-import-not-at-top
   from albert_tf.interop.checkpoints import load_checkpoint  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop.saved_models import load_saved_model  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   model = AlbertPretrainer(AlbertConfig.from_json_file(os.path.join(out, "albert_config.json")))
   load_checkpoint(model, os.path.join(out, "model"))
   path = export_fill_mask(model, os.path.join(out, "fill_mask"), spm_model_file=model_file,
                           max_seq_length=64, top_k=5)
-  fill_mask = tf.saved_model.load(path).signatures["serving_default"]
+  loaded = load_saved_model(path)  # kept: its signature holds variables weakly
+  fill_mask = loaded.signatures["serving_default"]
   for text in ("Return the [MASK] of the list.", "Raise an exception if the file does not "
                "[MASK]."):
     answer = fill_mask(text=tf.constant([text]))

@@ -18,19 +18,30 @@ on a 2-core CPU, seq 128: about 0.85x the plain graph's latency at batch 1, 0.87
 BENCHMARKS.md). XLA compiles
 once per input shape, and TF Serving runs such a model only when started with
 `--xla_cpu_compilation_enabled=true` (an experimental flag), so the default is a plain graph.
-Loaded with `tf.saved_model.load` (or `hub.KerasLayer(path, trainable=True)`) the object is
-also callable like the Keras encoder: a dict of inputs -> a dict with `encoder_outputs` as a
-list, and its variables are trainable, so fine-tuning can start from the export.
+Loaded with `albert_tf.load_saved_model` (or `hub.KerasLayer(load_saved_model(path),
+trainable=True)`) the object is also callable like the Keras encoder: a dict of inputs -> a dict
+with `encoder_outputs` as a list, and its variables are trainable, so fine-tuning can start from
+the export. (Plain `tf.saved_model.load` and `hub.KerasLayer(path)` work too, but each of their
+loads keeps its custom gradients' graphs for the life of the process: see FINE_TUNABLE.)
 """
 
 import tensorflow as tf
 
-from albert_tf import files
 from albert_tf.export import requests
+from albert_tf.export.saving import save_atomically
 from albert_tf.export.tflite import export_serving_tflite
-from albert_tf.export.warmup import write_warmup_requests
-from albert_tf.modeling.activations import plain_activations
+from albert_tf.interop.saved_models import load_saved_model
 from albert_tf.modeling.encoder import INPUT_NAMES
+
+
+# Unlike the serving exports (export/saving.py), the encoder keeps its custom gradients: it is
+# fine-tuned through (`hub.KerasLayer(..., trainable=True)`; --init_checkpoint only copies its
+# weights), and each of modeling/'s `tf.custom_gradient` functions ends in an IdentityN whose
+# gradient TensorFlow finds only in that saved registration: saved without, tape.gradient
+# through the loaded encoder raises LookupError (TF 2.20; autodiff does not fall back to the
+# forward ops). Loads through interop/saved_models.py's `load_saved_model` release the
+# registrations with the loaded object.
+FINE_TUNABLE = tf.saved_model.SaveOptions(experimental_custom_gradients=True)
 
 
 def _input_specs(max_seq_length=None):
@@ -123,11 +134,9 @@ def export_encoder(pretrainer, export_dir, max_seq_length=None, jit_compile=Fals
   TF Serving's warm-up requests go in its assets.extra/ (export/warmup.py).
   """
   module = EncoderExport(pretrainer, max_seq_length, jit_compile)
-  with files.atomic_path(export_dir) as tmp, plain_activations():
-    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serving,
-                                                 "mlm": module.mlm, "lean": module.lean})
-    write_warmup_requests(tmp)
-  return export_dir
+  return save_atomically(module, export_dir, {"serving_default": module.serving,
+                                              "mlm": module.mlm, "lean": module.lean},
+                         options=FINE_TUNABLE)
 
 
 def export_tflite(saved_model_dir, tflite_file, max_seq_length=128, batch_size=1,
@@ -136,7 +145,7 @@ def export_tflite(saved_model_dir, tflite_file, max_seq_length=128, batch_size=1
 
   `quantize`: dynamic-range int8 weights, about a quarter of the size (export/tflite.py).
   """
-  loaded = tf.saved_model.load(saved_model_dir)  # kept: its signature holds variables weakly
+  loaded = load_saved_model(saved_model_dir)  # kept: its signature holds variables weakly
   serving = loaded.signatures["serving_default"]
   return export_serving_tflite(lambda inputs: serving(**inputs), tflite_file, max_seq_length,
                                quantize, batch_size)

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from albert_tf import files
 from albert_tf.interop import huggingface, sources
+from albert_tf.interop.saved_models import load_saved_model
 from albert_tf.modeling.encoder import AlbertEncoder
 
 logger = logging.getLogger(__name__)
@@ -484,7 +485,7 @@ def _load_saved_model(model, path):
   """Weights from an encoder SavedModel written by `albert_tf.export` (TF1 names as the key)."""
   from google.protobuf.message import DecodeError  # pylint: disable=g-import-not-at-top
   try:
-    loaded = tf.saved_model.load(path)
+    loaded = load_saved_model(path)
   except (OSError, ValueError, IndexError, DecodeError, tf.errors.OpError) as e:
     raise CheckpointError(f"cannot load the SavedModel {path}: "
                           f"{getattr(e, 'message', None) or e} (is its saved_model.pb or "

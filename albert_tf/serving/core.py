@@ -166,10 +166,11 @@ def _fingerprint(path):
 
 
 def load_saved_model(path):
-  """The SavedModel at `path`, loaded for serving."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  """The SavedModel at `path`, loaded for serving: through interop's loader, so an unloaded
+  version takes its gradient registrations (exports written with custom gradients) with it."""
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import  (in-graph tokenizers' ops)
-  return tf.saved_model.load(path)
+  from albert_tf.interop.saved_models import load_saved_model as load  # pylint: disable=g-import-not-at-top
+  return load(path)
 
 
 class ManagedModel:

@@ -23,6 +23,7 @@ import tf_keras
 from albert_tf.config import CONFIG_NAME, AlbertConfig
 from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.interop.saved_models import load_saved_model
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -167,7 +168,7 @@ class Distiller:
                   self.teacher_config_file, report.summary())
       self.teacher.trainable = False
     else:
-      self.teacher = tf.saved_model.load(o.teacher_export_dir)
+      self.teacher = load_saved_model(o.teacher_export_dir)
       if "encoded" not in self.teacher.signatures:
         raise ValueError(f"{o.teacher_export_dir} has no 'encoded' signature (token ids -> "
                          "logits): export the teacher with this version of run_classifier.py")
