@@ -4,7 +4,6 @@ import gc
 import os
 import pathlib
 import sys
-import weakref
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -78,56 +77,14 @@ def _sessions_closed_after_each_module():
     helpers.close_sessions()
 
 
-def _loaded_gradients():
-  """Names in TensorFlow's global gradient registry that tf.saved_model.load registered for the
-  custom gradients (LayerNorm, GELU, softmax) of a loaded SavedModel: the registry keeps each
-  loaded function, its graph and every function it calls alive, about 0.3 GB per load of a tiny
-  task export, long after the loaded object is gone."""
-  from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
-  registry = ops.gradient_registry._registry  # pylint: disable=protected-access
-  return registry, {name for name, entry in registry.items()
-                    if getattr(entry["type"], "__qualname__", "").startswith("_gen_gradient_func")}
-
-
-def release_loaded_gradients(before):
-  """Removes the loaded-SavedModel gradient registrations made since `before` (a set from
-  _loaded_gradients) whose function is gone; those of a model still alive stay. Returns the
-  names removed."""
-  # pylint: disable-next=g-import-not-at-top
-  from tensorflow.python.saved_model import function_deserialization
-  registry, now = _loaded_gradients()
-  functions = {}
-  for name in now - before:
-    entry = registry.pop(name)
-    gradient = entry["type"]
-    cells = dict(zip(gradient.__code__.co_freevars, gradient.__closure__))
-    functions[name] = weakref.ref(cells["func"].cell_contents), entry["location"]
-    del entry, gradient, cells
-  if not functions:
-    return set()
-  gc.collect()
-  removed = set()
-  for name, (function, location) in functions.items():
-    alive = function()
-    if alive is None:
-      removed.add(name)
-    else:
-      # pylint: disable-next=protected-access
-      gradient = function_deserialization._gen_gradient_func(alive)
-      registry[name] = {"type": gradient, "location": location}
-    del alive
-  return removed
-
-
 @pytest.fixture(autouse=True)
-def _loaded_gradients_released():
-  """After each test, the gradient registrations of SavedModels it loaded and dropped are removed
-  (those of a model still alive, e.g. a session fixture's, stay), so that a test process does not
-  carry every SavedModel it ever loaded (the suite ran out of memory)."""
-  before = _loaded_gradients()[1] if "tensorflow" in sys.modules else set()
+def _garbage_collected_after_each_test():
+  """After each test, the reference cycles it left are collected: a loaded SavedModel's objects
+  form cycles (and a failed request's traceback keeps the frames that hold it), and its graphs,
+  and the gradient registrations `load_saved_model` releases with it, go only when the object
+  is collected; Python's full collection comes too rarely to keep a test process small."""
   yield
-  if "tensorflow" in sys.modules:
-    release_loaded_gradients(before)
+  gc.collect()
 
 
 def float32_atol(reference, terms, ulps=4):
