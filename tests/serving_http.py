@@ -30,6 +30,7 @@ __all__ = [
     "test_every_task_answers_over_http_as_saved_model_load_does",
     "test_status_metadata_versions_and_labels_are_tf_servings",
     "test_a_bad_request_is_a_4xx_naming_the_fault_and_the_next_request_is_served",
+    "test_a_route_no_api_has_is_named_as_tf_serving_names_it",
     "test_b64_strings_are_read_as_bytes",
     "test_grpc_clients_get_the_answers_rest_clients_get_concurrently",
     "test_concurrent_clients_each_get_their_own_answers",
@@ -203,6 +204,12 @@ def test_status_metadata_versions_and_labels_are_tf_servings(server):
   assert default[0] == 200
   for path in ("/versions/1", "/versions/2", "/labels/stable"):
     assert server.predict("classifier", text, path) == default, path
+  status, answer = call(server.port, "/v1/models/classifier/labels/stable")
+  assert status == 200 and [v["version"] for v in answer["model_version_status"]] == ["1"]
+  status, answer = call(server.port, "/v1/models/classifier/labels/stable/metadata")
+  assert status == 200 and answer["model_spec"]["version"] == "1"
+  status, answer = call(server.port, "/v1/models/classifier/labels/canary/metadata")
+  assert status == 404 and "no version label 'canary'" in answer["error"], answer
   for path, message in (("/versions/3", "model 'classifier' has no version 3 served"),
                         ("/labels/canary", "model 'classifier' has no version label 'canary'")):
     status, answer = server.predict("classifier", text, path)
@@ -243,6 +250,10 @@ BAD = [
     ("classifier", {"signature_name": "serve_text", "instances": ["a"]}, 404,
      "model 'classifier' version 2 has no signature 'serve_text'"),
     ("bert", {"instances": ["a"]}, 404, "no model 'bert' is served"),
+    ("classifier", b'{"instances": ' + b"[" * 20000 + b"]" * 20000 + b"}", 400,
+     "the request body nests JSON arrays or objects too deeply"),
+    ("classifier", {"instances": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["a"]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},
+     400, "text_a nests lists more than 32 deep"),
 ]
 
 
@@ -253,6 +264,19 @@ def test_a_bad_request_is_a_4xx_naming_the_fault_and_the_next_request_is_served(
   got, answer = server.predict(model, body)
   assert (got, answer["error"][:len(message)]) == (status, message), answer
   assert server.predict(*GOOD)[0] == 200
+
+
+@pytest.mark.parametrize("method, path, status, message", [
+    ("GET", "/v1/models/classifier:predict", 405,
+     "GET /v1/models/classifier:predict: predict takes POST"),
+    ("GET", "/v1/models/classifier/versions/1:predict", 405, "GET /v1/models/classifier/"
+                                                              "versions/1:predict: predict takes"),
+    ("GET", "/v1/nothing/here", 404, "Malformed request: GET /v1/nothing/here (TF Serving's API"),
+    ("DELETE", "/v1/models/classifier", 405, "Malformed request: DELETE /v1/models/classifier"),
+], ids=["get-predict", "get-version-predict", "unknown-path", "wrong-method"])
+def test_a_route_no_api_has_is_named_as_tf_serving_names_it(server, method, path, status, message):
+  got, answer = call(server.port, path, method=method)
+  assert (got, answer.get("error", "")[:len(message)]) == (status, message), answer
 
 
 def test_b64_strings_are_read_as_bytes(server):
@@ -432,6 +456,13 @@ def test_a_version_that_fails_to_load_is_shown_and_the_served_one_keeps_serving(
   status, answer = call(server.port, "/v1/models/live/metadata")
   assert answer["model_spec"]["version"] == "2"
   assert "model 'live' version 3 failed to load" in server.log.read_text()
+  # A folder with saved_model.pb and no variables/ (a copy under way): named, not served.
+  os.makedirs(server.base / "live" / "4")
+  shutil.copy(server.base / "live" / "2" / "saved_model.pb", server.base / "live" / "4")
+  states = _wait_for(server, "live", lambda s: s.get(4, ("",))[0] == "END")
+  assert "has saved_model.pb but no variables/ folder" in states[4][1], states
+  assert states[2] == ("AVAILABLE", "")
+  assert server.predict("live", {"instances": ["a gripping film"]})[0] == 200
 
 
 def test_the_v2_routes_answer_404_naming_the_v1_route(server):

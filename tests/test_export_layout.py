@@ -114,9 +114,31 @@ model_config_list {
     ("model_config_list { config { name: 'a' base_path: '/m' } config { name: 'a' "
      "base_path: '/n' } }", r"model 'a' is listed twice"),
     ("", r"lists no model"),
-], ids=["unknown-field", "no-base-path", "platform", "twice", "empty"])
+    ("model_config_list { config { name: 'a/b' base_path: '/m' } }",
+     r"model name 'a/b': the character '/' cannot stand in a model's URL"),
+], ids=["unknown-field", "no-base-path", "platform", "twice", "empty", "name-with-slash"])
 def test_a_model_config_file_tf_serving_would_refuse_is_named(tmp_path, text, error):
   config = tmp_path / "models.config"
   config.write_text(text)
   with pytest.raises(ValueError, match=rf"--model_config_file={config}: .*{error}"):
     layout.read_model_config(str(config))
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--max_request_bytes=-5"], "--max_request_bytes=-5: must be at least 1"),
+    (["--rest_api_num_threads=-1"], "--rest_api_num_threads=-1: must be at least 1"),
+    (["--model_name=a/b"], "--model_name='a/b': the character '/' cannot stand in a model's URL"),
+    (["--port=8501"], "--port and --rest_api_port are both 8501"),
+    (["--file_system_poll_wait_seconds=-1"], "--file_system_poll_wait_seconds=-1 is negative"),
+    (["--batching_parameters_file=b.config"], "--batching_parameters_file needs "
+                                              "--enable_batching"),
+], ids=["request-bytes", "threads", "model-name", "same-port", "poll", "batching-file"])
+def test_serve_refuses_a_flag_it_cannot_honour_before_loading_anything(tmp_path, capsys, flags,
+                                                                       error):
+  """serve.py's flags are checked before any model loads: a usage error (exit 2) naming the flag
+  and what it must be, never a traceback later or a server that refuses every request."""
+  from albert_tf.cli import serve  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit) as stopped:
+    serve.main([f"--model_base_path={tmp_path}", *flags])
+  assert stopped.value.code == 2
+  assert error in capsys.readouterr().err

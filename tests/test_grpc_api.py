@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import os
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -430,3 +431,35 @@ def test_concurrent_clients_each_get_their_own_answer(served):
 
   with concurrent.futures.ThreadPoolExecutor(8) as pool:
     assert sorted(pool.map(client, texts, timeout=120)) == sorted(texts)
+
+
+def test_the_config_file_is_read_again_models_come_and_go(served, tmp_path):
+  """--model_config_file_poll_wait_seconds: a model added to the file is loaded and served, a
+  label added applies, and a model removed is unloaded, without a restart."""
+  for name in ("a", "b"):
+    (tmp_path / name).mkdir()
+    os.symlink(served.export, tmp_path / name / "1")
+  config = tmp_path / "models.config"
+  entry = 'config {{ name: "{0}" base_path: "%s/{0}" {1}}}' % tmp_path
+  config.write_text("model_config_list { %s }" % entry.format("a", ""))
+  core = core_lib.ServerCore(layout.read_model_config(str(config)), poll_wait_seconds=0,
+                             config_file=str(config), config_poll_wait_seconds=1)
+  core.start()
+  try:
+    config.write_text("model_config_list { %s %s }" % (
+        entry.format("a", ""), entry.format("b", 'version_labels { key: "stable" value: 1 } ')))
+    deadline = time.time() + 120
+    while "b" not in core.models or not core.models["b"].available:
+      assert time.time() < deadline, "model b was never loaded"
+      time.sleep(0.2)
+    with core.serving("b", label="stable") as servable:
+      assert servable.version == 1
+    config.write_text("model_config_list { %s }" % entry.format("b", ""))
+    while "a" in core.models:
+      assert time.time() < deadline, "model a was never removed"
+      time.sleep(0.2)
+    with pytest.raises(rest_json.NotFound, match="no model 'a' is served"):
+      with core.serving("a"):
+        pass
+  finally:
+    core.stop()

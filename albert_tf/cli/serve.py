@@ -72,6 +72,19 @@ def _parse(argv):
       p.error(f"--{flag}={getattr(args, flag)} is not a port")
   if args.port and args.port == args.rest_api_port:
     p.error(f"--port and --rest_api_port are both {args.port}: give each API its own port")
+  if args.max_request_bytes < 1:
+    p.error(f"--max_request_bytes={args.max_request_bytes}: must be at least 1 (the largest "
+            "request body taken, in bytes)")
+  if args.rest_api_num_threads is not None and args.rest_api_num_threads < 1:
+    p.error(f"--rest_api_num_threads={args.rest_api_num_threads}: must be at least 1 (or left "
+            "out: CPUs + 4, at most 32)")
+  if args.shutdown_grace_seconds < 0:
+    p.error(f"--shutdown_grace_seconds={args.shutdown_grace_seconds} is negative")
+  if args.model_base_path:
+    from albert_tf.export import layout  # pylint: disable=g-import-not-at-top
+    problem = layout.model_name_problem(args.model_name)
+    if problem:
+      p.error(f"--model_name={args.model_name!r}: {problem}")
   for flag in ("file_system_poll_wait_seconds", "model_config_file_poll_wait_seconds"):
     if getattr(args, flag) < 0:
       p.error(f"--{flag}={getattr(args, flag)} is negative; 0 turns it off")
@@ -116,7 +129,12 @@ def main(argv=None):
                             threads=args.rest_api_num_threads,
                             max_request_bytes=args.max_request_bytes,
                             grace_seconds=args.shutdown_grace_seconds)
-  return server.run()
+  try:
+    return server.run()
+  except OSError as e:  # a port in use: named with its flag
+    logger.error("%s", e)
+    server_core.stop()
+    return 1
 
 
 if __name__ == "__main__":

@@ -111,6 +111,17 @@ def read_model_config(path):
   return model_specs(config, f"--model_config_file={path}")
 
 
+def model_name_problem(name):
+  """Why `name` cannot name a served model (its URL is /v1/models/NAME:predict), or None."""
+  if not name:
+    return "a model needs a name"
+  bad = sorted({c for c in name if not (c.isalnum() or c in "-_.")})
+  if bad:
+    return (f"the character {bad[0]!r} cannot stand in a model's URL (/v1/models/NAME:predict); "
+            "use letters, digits, '-', '_' and '.'")
+  return None
+
+
 def model_specs(config, where):
   """The ModelSpecs of a ModelServerConfig message (a config file's, or a ReloadConfigRequest's);
   ValueError starting with `where` for one TF Serving would refuse or this server cannot serve."""
@@ -121,6 +132,9 @@ def model_specs(config, where):
     here = f"{where}: config #{i + 1}"
     if not model.name or not model.base_path:
       raise ValueError(f"{here} needs a name and a base_path")
+    problem = model_name_problem(model.name)
+    if problem:
+      raise ValueError(f"{here}: model name {model.name!r}: {problem}")
     if model.model_platform not in ("", "tensorflow"):
       raise ValueError(f"{here} ({model.name}): model_platform {model.model_platform!r}; "
                        "this server serves tensorflow SavedModels")

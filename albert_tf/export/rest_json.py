@@ -43,6 +43,9 @@ def parse_body(body):
                        'send text that is not UTF-8 as {"b64": "<base64>"}') from None
   try:
     request = json.loads(text)
+  except RecursionError:
+    raise RequestError("the request body nests JSON arrays or objects too deeply to be a "
+                       "request (a tensor has a few dimensions)") from None
   except json.JSONDecodeError as e:
     raise RequestError(f"the request body is not JSON: {e.msg} at line {e.lineno} column "
                        f"{e.colno}") from None
@@ -119,9 +122,18 @@ def check_names(given, names, where):
                        f"take (it takes {', '.join(names)})")
 
 
+MAX_RANK = 32  # deeper nesting is no tensor a signature takes (ours take rank 1 to 3)
+
+
 def _array(name, value, spec):
   """`value` (nested lists) as a numpy array of `spec`'s dtype, or a RequestError naming
   `name` and where the value is wrong."""
+  depth, inner = 0, value
+  while isinstance(inner, list) and inner:
+    depth, inner = depth + 1, inner[0]
+    if depth > MAX_RANK:
+      raise RequestError(f"{name} nests lists more than {MAX_RANK} deep; a tensor of this "
+                         "signature has a few dimensions")
   if spec.dtype == tf.string:
     value = _strings(name, value, [])
     dtype = object

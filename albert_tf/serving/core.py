@@ -21,6 +21,7 @@ import os
 import threading
 import time
 
+from albert_tf import files
 from albert_tf.export import layout, rest_json
 from albert_tf.export.warmup import WARMUP_FILE
 
@@ -237,6 +238,10 @@ class ManagedModel:
     logger.info("loading model %r version %d from %s", self.name, version, path)
     start = time.time()
     try:
+      if not files.isdir(os.path.join(path, "variables")):
+        raise FileNotFoundError(
+            f"{path} has {layout.SAVED_MODEL} but no variables/ folder: a SavedModel is both "
+            "(still being copied? it is tried again when its files change)")
       loaded = load_saved_model(path)
       servable = Servable(self.name, version, path, loaded, signature_defs(path), self.batching)
       requests = warmup_requests(path)

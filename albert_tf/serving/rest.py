@@ -47,6 +47,10 @@ class RequestTooLarge(Exception):
   """A body over the server's limit: HTTP 413."""
 
 
+class MethodNotAllowed(Exception):
+  """A route asked with the wrong method: HTTP 405."""
+
+
 class _BodyLimit:
   """ASGI middleware refusing request bodies over `limit` bytes: at once by Content-Length,
   else (a chunked body) while it is read."""
@@ -134,6 +138,10 @@ def add_routes(app, core, max_request_bytes):
     # Python's JSON, as TF Serving's: NaN and Infinity written as such, not as null.
     return Response(json.dumps(answer, separators=(",", ":")), media_type="application/json")
 
+  async def predict_by_get(request: Request):
+    raise MethodNotAllowed(f"GET {request.url.path}: predict takes POST with a JSON body "
+                           '({"instances": [...]} or {"inputs": ...})')
+
   async def v2_refused(path: str):
     raise rest_json.NotFound(
         f"/v2/{path}: this server answers TF Serving's API, not KServe's V2 protocol; use "
@@ -141,15 +149,27 @@ def add_routes(app, core, max_request_bytes):
 
   prefix = "/v1/models/{name}"
   for path in ("", "/versions/{version}", "/labels/{label}"):
+    # First: GET .../NAME:predict would otherwise be read as the status of a model "NAME:predict".
+    app.add_api_route(prefix + path + ":predict", predict_by_get, methods=["GET"])
     app.add_api_route(prefix + path, status, methods=["GET"])
     app.add_api_route(prefix + path + "/metadata", get_metadata, methods=["GET"])
     app.add_api_route(prefix + path + ":predict", post_predict, methods=["POST"],
                       response_model=None)
   app.add_api_route("/v2/{path:path}", v2_refused, methods=["GET", "POST", "PUT", "DELETE"])
   for error, code in ((rest_json.RequestError, 400), (rest_json.NotFound, 404),
-                      (RequestTooLarge, 413), (core_lib.Unavailable, 503),
-                      (batching.Unavailable, 503)):
+                      (MethodNotAllowed, 405), (RequestTooLarge, 413),
+                      (core_lib.Unavailable, 503), (batching.Unavailable, 503)):
     app.add_exception_handler(error, lambda _, e, code=code: _error(code, str(e)))
+
+  async def http_error(request, e):
+    # Starlette's own 404 / 405 (a path no route takes) in TF Serving's {"error": ...} form.
+    if e.status_code in (404, 405):
+      return _error(e.status_code, f"Malformed request: {request.method} {request.url.path} "
+                    "(TF Serving's API: GET /v1/models/NAME[/versions/N | /labels/L]"
+                    "[/metadata], POST /v1/models/NAME[...]:predict)")
+    return _error(e.status_code, str(e.detail))
+  from starlette.exceptions import HTTPException  # pylint: disable=g-import-not-at-top
+  app.add_exception_handler(HTTPException, http_error)
   app.add_middleware(_BodyLimit, limit=max_request_bytes)
 
 
