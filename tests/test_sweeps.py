@@ -2,6 +2,7 @@
 summary (median, spread, which run wins and why the others were passed over), resuming a stopped
 sweep, and early stopping on the dev metric."""
 
+import dataclasses
 import json
 import os
 
@@ -282,6 +283,11 @@ def test_a_sweep_checks_its_export_before_any_run(tmp_path):
   assert json.loads((out / "summary.json").read_text())["exported"] == str(base / "2")
   sweep.run_sweep(o, scoring(calls, export=True))
   assert calls == ["seed-1"] and (base / "2" / "saved_model.pb").read_text() == "seed-1"
+  assert sorted(os.listdir(base)) == ["1", "2"]
+  # Another --export_dir is another place to export to, not a reason to export nothing.
+  sweep.run_sweep(dataclasses.replace(o, export_dir=str(tmp_path / "other"), export_version=None),
+                  scoring(calls, export=True))
+  assert (tmp_path / "other" / "saved_model.pb").read_text() == "seed-1" and len(calls) == 1
 
 
 def test_a_sweep_asked_to_export_that_exports_nothing_fails_saying_why(tmp_path):

@@ -162,8 +162,7 @@ def check_sweep(options):
     try:
       check_export_dir(options.export_dir, options.export_version)
     except FileExistsError:
-      version = layout.parse_version(options.export_version)
-      if _summary_before(top).get("exported") != os.path.join(options.export_dir, str(version)):
+      if not _is_export_target(_summary_before(top).get("exported") or "", options):
         raise
 
 
@@ -221,34 +220,51 @@ def _summary_before(top):
 def _keep_best(options, summary):
   """output_dir/best := the winner's kept checkpoint (its `best` folder, or its last checkpoint
   where the task keeps none) with its results; --export_dir := the winner's export. Done once
-  per winner: a rerun of a finished sweep keeps what it kept (`summary["kept"]`, and
-  `summary["exported"]`: where the export went, or None)."""
+  per winner and export target: a rerun of a finished sweep keeps what it kept
+  (`summary["kept"]`, and `summary["exported"]`: where the export went, or None)."""
   top, name = options.output_dir, summary["best"]
   before = _summary_before(top)
-  summary["kept"] = name
-  # A summary of an older albert-tf does not say where it exported: --export_dir, as it was.
-  summary["exported"] = before.get("exported", options.export_dir) if (
-      name is not None and before.get("kept") == name) else None
-  if name is None or before.get("kept") == name:
+  same_winner = name is not None and before.get("kept") == name
+  summary["kept"], summary["exported"] = name, None
+  if name is None:
     return
   run = os.path.join(top, name)
-  record = next(r for r in summary["runs"] if r["name"] == name)
-  with files.atomic_path(os.path.join(top, BEST)) as tmp:
-    if files.isdir(os.path.join(run, BEST)):
-      _copy_tree(os.path.join(run, BEST), tmp)
-    else:
-      files.makedirs(tmp)
-      latest = tf.train.latest_checkpoint(run)
-      for source in files.glob(latest + ".*") if latest else ():
-        tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
-      write_results(os.path.join(tmp, "best_results.txt"), record.get("results") or {})
-  logger.info("Kept %s's checkpoint (the best run) as %s", name, os.path.join(top, BEST))
-  if options.export_dir and files.isdir(os.path.join(run, EXPORT)):
+  if not same_winner:
+    record = next(r for r in summary["runs"] if r["name"] == name)
+    with files.atomic_path(os.path.join(top, BEST)) as tmp:
+      if files.isdir(os.path.join(run, BEST)):
+        _copy_tree(os.path.join(run, BEST), tmp)
+      else:
+        files.makedirs(tmp)
+        latest = tf.train.latest_checkpoint(run)
+        for source in files.glob(latest + ".*") if latest else ():
+          tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
+        write_results(os.path.join(tmp, "best_results.txt"), record.get("results") or {})
+    logger.info("Kept %s's checkpoint (the best run) as %s", name, os.path.join(top, BEST))
+  if not options.export_dir:
+    return
+  # A summary of an older albert-tf does not say where it exported: --export_dir, as it was.
+  previous = before.get("exported", options.export_dir) if same_winner else None
+  if previous and _is_export_target(previous, options):
+    summary["exported"] = previous
+  elif files.isdir(os.path.join(run, EXPORT)):
     target = layout.version_path(options.export_dir, options.export_version)
     with files.atomic_path(target) as tmp:
       _copy_tree(os.path.join(run, EXPORT), tmp)
     summary["exported"] = target
     logger.info("Kept %s's export as %s", name, target)
+
+
+def _is_export_target(path, options):
+  """Whether the export at `path` is where this command's --export_dir / --export_version put
+  it (a rerun with another --export_dir exports there too)."""
+  base = options.export_dir.rstrip("/")
+  version = layout.parse_version(options.export_version)
+  if version is None:
+    return path.rstrip("/") == base
+  if version == "auto":
+    return os.path.dirname(path.rstrip("/")) == base
+  return path == os.path.join(base, str(version))
 
 
 def _copy_tree(source, target):
