@@ -158,8 +158,15 @@ def atomic_path(path):
   try:
     yield temporary
     commit(temporary, path)
-  except BaseException:
+  except BaseException as e:
     remove_quietly(temporary)
+    if _is_io_error(e) and temporary in _full_message(e):
+      # The temporary's name means nothing to the user (it is gone now): name the path asked
+      # for, and the cause with that path in it.
+      reason = cause(e).replace(temporary, os.fspath(path))
+      error = OSError(f"could not write {os.fspath(path)}: {reason}")
+      error.strerror = reason  # what `cause` reads: a caller's own wrapping adds no second one
+      raise error from None
     raise
 
 
@@ -167,6 +174,14 @@ def _is_io_error(error):
   """An OSError, or TensorFlow's OpError (its file systems' errors)."""
   return isinstance(error, OSError) or (hasattr(error, "error_code") and
                                         type(error).__module__.startswith("tensorflow"))
+
+
+def _full_message(error):
+  """Everything an I/O error says, the file names of an OSError included."""
+  names = [getattr(error, n, None) for n in ("filename", "filename2")] if isinstance(
+      error, OSError) else []
+  return " ".join([str(getattr(error, "message", None) or error)] + [str(n) for n in names
+                                                                     if n])
 
 
 def write_bytes(path, data):

@@ -54,6 +54,18 @@ def test_a_folder_is_committed_whole_and_replaces_the_previous_one(tmp_path):
   assert sorted(os.listdir(tmp_path)) == ["export"]
 
 
+def test_a_folder_that_cannot_be_created_is_named_by_its_path_not_its_temporary(tmp_path):
+  """An --export_dir under a file (or in /proc): the error names what the user asked for; the
+  temporary is gone by the time anyone reads the message."""
+  target = tmp_path / "a_file" / "export"
+  (tmp_path / "a_file").write_text("not a folder")
+  with pytest.raises(OSError, match=rf"could not write {target}: Not a directory") as raised:
+    with files.atomic_path(target) as tmp:
+      os.makedirs(tmp)
+  assert ".tmp-" not in str(raised.value)
+  assert os.listdir(tmp_path) == ["a_file"]
+
+
 def test_what_killed_writes_left_is_removed_and_nothing_else(tmp_path):
   kept = ["eval_results.txt", "ckpt-2.index", "notes.tmp", "a.tmp-xyz", "best"]
   for name in kept:

@@ -2,6 +2,7 @@
 summary (median, spread, which run wins and why the others were passed over), resuming a stopped
 sweep, and early stopping on the dev metric."""
 
+import dataclasses
 import json
 import os
 
@@ -191,3 +192,128 @@ def test_predictions_and_the_export_use_the_best_checkpoint_not_the_last_weights
   [weight] = [w for w in run.loop.model.weights if "word_embeddings" in w.name]
   np.testing.assert_array_equal(weight.numpy(), embeddings(str(out / "best" / "ckpt-1")))
   assert not np.array_equal(weight.numpy(), embeddings(str(out / "ckpt-3")))
+
+
+# --- nothing silently wrong: what a sweep refuses before any run -------------------------------
+def scoring(calls, scores=None, export=False):
+  """A stub fine-tuning: records the run, scores it (None: it diverges), with export=True writes
+  its export as the real run would."""
+  def run_one(o):
+    name = os.path.basename(o.output_dir)
+    calls.append(name)
+    score = (scores or {}).get(name, 0.7)
+    if score is None:
+      raise FloatingPointError("the loss was nan at step 1")
+    if export:
+      os.makedirs(o.export_dir)
+      open(os.path.join(o.export_dir, "saved_model.pb"), "w").write(name)
+    return dict(metric="accuracy", results={"accuracy": score}, majority=None)
+  return run_one
+
+
+def test_a_finished_run_of_other_settings_is_refused_naming_the_keys(tmp_path):
+  """The runs' folders are named by seed (and swept values) only: a rerun with another learning
+  rate, step count or sequence length finds seed-1/ finished. Its result is not this command's."""
+  out = tmp_path / "out"
+  calls = []
+  sweep.run_sweep(options(out, seeds=("1", "2")), scoring(calls))
+  summary = (out / "summary.json").read_text()
+  for change, named in ((dict(learning_rate=2e-5), "learning_rate: 0.001 there vs 2e-05 now"),
+                        (dict(train_step=3), "train_step: 2 there vs 3 now"),
+                        (dict(max_seq_length=32), "max_seq_length: 16 there vs 32 now")):
+    with pytest.raises(ValueError, match=rf"{out} holds sweep runs of other settings: "
+                       rf".*seed-1/sweep_settings.json differs from this command in {named}"
+                       r" \(and 1 more runs\)"):
+      sweep.run_sweep(options(out, seeds=("1", "2"), **change), scoring(calls))
+  assert calls == ["seed-1", "seed-2"] and (out / "summary.json").read_text() == summary
+  sweep.run_sweep(options(out, seeds=("1", "2")), scoring(calls))  # the same command: reused
+  assert calls == ["seed-1", "seed-2"]
+
+
+def test_a_run_cut_short_or_recorded_by_an_older_version_is_checked_too(tmp_path):
+  out = tmp_path / "out"
+  calls = []
+
+  def stopped(o):
+    calls.append(os.path.basename(o.output_dir))
+    raise Preempted(None, 1)
+  with pytest.raises(Preempted):
+    sweep.run_sweep(options(out, seeds=("1",)), stopped)
+  with pytest.raises(ValueError, match=r"seed-1/sweep_settings.json differs from this command "
+                     r"in learning_rate"):  # its checkpoints would resume at another rate
+    sweep.run_sweep(options(out, seeds=("1",), learning_rate=0.5), scoring(calls))
+  (out / "seed-1" / "sweep_settings.json").unlink()  # a finished record of an older albert-tf
+  (out / "seed-1" / "sweep_run.json").write_text(json.dumps(record("seed-1", 0.9)))
+  with pytest.raises(ValueError, match="seed-1 finished without recording its settings"):
+    sweep.run_sweep(options(out, seeds=("1",)), scoring(calls))
+  assert calls == ["seed-1"]
+
+
+def test_a_value_given_twice_or_an_empty_seeds_is_refused_naming_the_flag(tmp_path):
+  """`--learning_rate=1e-5,1e-5` would train once and count that run twice in the median;
+  `--seeds=` would run one unseeded run and write no summary. Both stop before any work (the
+  data folder is missing: anything that got further would fail otherwise)."""
+  missing = tmp_path / "no-data"
+  cases = ((dict(grid={"learning_rate": (1e-5, 1e-5)}), "--learning_rate repeats a value"),
+           (dict(seeds=("1",), grid={"train_batch_size": (8, 16, 8)}),
+            "--train_batch_size repeats a value: 8,16,8"),
+           (dict(seeds=(), given=("seeds",)), "--seeds is empty"))
+  for changes, message in cases:
+    with pytest.raises(ValueError, match=message):
+      run_classifier(options(tmp_path / "out", missing, **changes))
+  assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_checks_its_export_before_any_run(tmp_path):
+  out, base = tmp_path / "out", tmp_path / "models" / "sst2"
+  (base / "1").mkdir(parents=True)
+  (base / "1" / "saved_model.pb").write_text("served")
+  calls = []
+  with pytest.raises(FileExistsError, match=r"--export_version=1: .*sst2/1 exists"):
+    sweep.run_sweep(options(out, seeds=("1",), export_dir=str(base), export_version="1"),
+                    scoring(calls, export=True))
+  (tmp_path / "a_file").write_text("not a folder")
+  with pytest.raises(OSError, match="--export_dir's folder=.*a_file is not writable"):
+    sweep.run_sweep(options(out, seeds=("1",), export_dir=str(tmp_path / "a_file" / "sst2")),
+                    scoring(calls, export=True))
+  assert calls == []
+  # The version this sweep exported is no clash: rerunning the finished sweep is a no-op.
+  o = options(out, seeds=("1",), export_dir=str(base), export_version="2")
+  sweep.run_sweep(o, scoring(calls, export=True))
+  assert json.loads((out / "summary.json").read_text())["exported"] == str(base / "2")
+  sweep.run_sweep(o, scoring(calls, export=True))
+  assert calls == ["seed-1"] and (base / "2" / "saved_model.pb").read_text() == "seed-1"
+  assert sorted(os.listdir(base)) == ["1", "2"]
+  # Another --export_dir is another place to export to, not a reason to export nothing.
+  sweep.run_sweep(dataclasses.replace(o, export_dir=str(tmp_path / "other"), export_version=None),
+                  scoring(calls, export=True))
+  assert (tmp_path / "other" / "saved_model.pb").read_text() == "seed-1" and len(calls) == 1
+
+
+def test_a_sweep_asked_to_export_that_exports_nothing_fails_saying_why(tmp_path):
+  out = tmp_path / "out"
+  o = options(out, seeds=("1", "2"), export_dir=str(tmp_path / "models" / "sst2"))
+  with pytest.raises(ValueError, match=r"--export_dir=.*sst2: nothing was exported, as every "
+                     r"run was passed over \(summary.md says why\)"):
+    sweep.run_sweep(o, scoring([], {"seed-1": None, "seed-2": None}, export=True))
+  assert json.loads((out / "summary.json").read_text())["best"] is None
+  assert not (tmp_path / "models" / "sst2").exists()
+
+
+def test_an_export_version_without_an_export_dir_is_refused_not_ignored(tmp_path):
+  with pytest.raises(ValueError, match="--export_version=1 names a version folder under "
+                     "--export_dir: give --export_dir"):
+    run_classifier(options(tmp_path / "out", tmp_path / "no-data", export_version="1"))
+  with pytest.raises(ValueError, match="--export_version=auto names a version folder"):
+    run_classifier(options(tmp_path / "out", tmp_path / "no-data", seeds=("1", "2"),
+                           export_version="auto"))
+
+
+def test_a_single_run_refuses_an_existing_export_version_before_training(tmp_path, features):
+  """docs/reliability.md: what can only fail at the end is checked before training starts."""
+  out, base = tmp_path / "out", tmp_path / "models" / "sst2"
+  (base / "1").mkdir(parents=True)
+  (base / "1" / "saved_model.pb").write_text("served")
+  with pytest.raises(FileExistsError, match=r"--export_version=1: .*sst2/1 exists"):
+    run_classifier(options(out, features, export_dir=str(base), export_version="1"))
+  assert not [name for name in os.listdir(out) if name.startswith("ckpt-")]  # nothing trained

@@ -33,7 +33,12 @@ def _require_one_of(options, flags):
 
 def check_export_flags(options):
   """A fine-tuning run's export flags that cannot work, refused before any work: --onnx
-  (and --onnx_quantize) writes beside --export_dir's SavedModel, of a float32 model."""
+  (and --onnx_quantize) writes beside --export_dir's SavedModel, of a float32 model;
+  --export_version names a folder under --export_dir. (The folders themselves are checked by
+  the task, `check_export_dir`, and a sweep's by `sweep.check_sweep`.)"""
+  if getattr(options, "export_version", None) and not options.export_dir:
+    raise ValueError(f"--export_version={options.export_version} names a version folder under "
+                     "--export_dir: give --export_dir")
   if options.onnx or options.onnx_quantize:
     if not options.export_dir:
       raise ValueError("--onnx writes the ONNX file beside the serving SavedModel: give "
@@ -56,6 +61,7 @@ def run_fine_tuning(task_class, script, options, strategy, phase):
   results (1: dev, 2: predictions), or a sweep, returning its summary."""
   options = apply_recipe(options, script)
   check_export_flags(options)
+  sweep.check_flags(options)
   if not sweep.is_sweep(options):
     return run_task(task_class(options), strategy)[phase]
 

@@ -11,6 +11,10 @@ resumes with the same command: a run that finished left `sweep_run.json` (its re
 results, or that it diverged) and is not run again; the run that was cut short resumes from its
 own checkpoints; the ones after it start. Which run wins and why the others were passed over is
 `metrics/sweeps.py`'s rule.
+
+Only the same command may reuse a run: each run's folder keeps `sweep_settings.json` (every
+setting that changes its result), and a sweep whose runs' folders hold other settings is refused
+before any training, naming the keys (`check_sweep`; recovery.py's rule for a run's config).
 """
 
 import dataclasses
@@ -24,10 +28,13 @@ from albert_tf import files
 from albert_tf.export import layout
 from albert_tf.metrics import sweeps
 from albert_tf.metrics.results import write_results
+from albert_tf.tasks.finetuning import check_export_dir
+from albert_tf.training.recovery import differences
 
 logger = logging.getLogger(__name__)
 
 RECORD = "sweep_run.json"
+SETTINGS = "sweep_settings.json"
 SUMMARY_JSON, SUMMARY_MD = "summary.json", "summary.md"
 BEST = "best"
 EXPORT = "export"
@@ -36,6 +43,21 @@ EXPORT = "export"
 def is_sweep(options):
   """Whether `options` ask for several runs (--seeds, or a comma-separated swept flag)."""
   return bool(options.seeds or options.grid)
+
+
+def check_flags(options):
+  """Sweep flags that would make the summary lie, refused before any work: an empty --seeds
+  (it would run one unseeded run and write no summary) and a value given twice in a grid or
+  --seeds (one run, counted twice in the median and spread)."""
+  if "seeds" in options.given and not options.seeds:
+    raise ValueError("--seeds is empty: give the seeds to run (--seeds=1,2,3), or leave the "
+                     "flag out for one run")
+  for field, values in sorted(options.grid.items()):
+    if len(set(values)) != len(values):
+      raise ValueError(f"--{field} repeats a value: {','.join(map(str, values))} (a sweep runs "
+                       "each value once)")
+  if is_sweep(options):
+    plan(options)  # --seeds' values
 
 
 def _seeds(options):
@@ -86,12 +108,72 @@ def run_options(options, name, config, seed):
   return dataclasses.replace(options, **changes)
 
 
+# Options that say where a run's outputs go and how it logs, not what it computes: a rerun may
+# change them. Every other field (a new one too) counts as a setting of the run.
+_NOT_SETTINGS = ("output_dir", "export_dir", "export_version", "cached_dir", "train_feature_file",
+                 "predict_feature_file", "log_every_seconds", "given", "seeds", "grid", "recipe",
+                 "keep_checkpoint_max", "allow_untrained")
+
+
+def settings(options):
+  """{setting: value} of one run's options (`run_options`'): every flag that changes its
+  results, its checkpoint or its export (the seed, the swept values, the data and the starting
+  checkpoint's paths), whether it exports, and the contents of --albert_config_file (a file
+  edited in place is another model). JSON values, as the record keeps them."""
+  values = dataclasses.asdict(options)
+  for field in _NOT_SETTINGS:
+    values.pop(field, None)
+  values["export"] = bool(options.export_dir)
+  values["albert_config"] = None
+  if options.albert_config_file:
+    try:
+      with files.open_file(options.albert_config_file) as f:
+        values["albert_config"] = json.load(f)
+    except (OSError, ValueError):  # the run itself reports an unreadable config
+      pass
+  return json.loads(json.dumps(values, sort_keys=True, default=str))
+
+
+def check_sweep(options):
+  """What would make the sweep's result wrong or its export fail, refused before any run: a
+  run folder (finished or cut short) of other settings than this command's, a finished run
+  that records none (an older albert-tf's), and an --export_dir that cannot be written or
+  whose --export_version exists (unless this sweep exported it: a rerun of a finished sweep)."""
+  top = options.output_dir
+  problems = []
+  for name, config, seed in plan(options):
+    folder = os.path.join(top, name)
+    path = os.path.join(folder, SETTINGS)
+    if not files.exists(path):
+      if files.exists(os.path.join(folder, RECORD)):
+        problems.append(f"{name} finished without recording its settings (an older albert-tf), "
+                        "so it cannot be checked")
+      continue
+    with files.open_file(path) as f:
+      changed = differences(json.load(f), settings(run_options(options, name, config, seed)))
+    if changed:
+      problems.append(f"{path} differs from this command in " + "; ".join(changed))
+  if problems:
+    more = f" (and {len(problems) - 1} more runs)" if len(problems) > 1 else ""
+    raise ValueError(
+        f"{top} holds sweep runs of other settings: {problems[0]}{more}. Rerun with their "
+        "settings, remove those run folders, or give a new --output_dir")
+  if options.export_dir:
+    try:
+      check_export_dir(options.export_dir, options.export_version)
+    except FileExistsError:
+      if not _is_export_target(_summary_before(top).get("exported") or "", options):
+        raise
+
+
 def run_sweep(options, run_one):
   """Runs every run of `options`' sweep not finished yet: `run_one(run options)` returns its
   record ({metric, results, majority, stopped_early_at}); a run that diverges (FloatingPointError
   from the NaN guard) is recorded as such and the sweep goes on. Then writes the summary and
-  keeps the best run. Returns the summary."""
+  keeps the best run. Returns the summary. Refuses before any run what `check_sweep` refuses,
+  and after the summary a sweep asked to export that exported nothing."""
   top = options.output_dir
+  check_sweep(options)
   records = []
   runs = plan(options)
   for number, (name, config, seed) in enumerate(runs, 1):
@@ -104,8 +186,10 @@ def run_sweep(options, run_one):
       continue
     logger.info("Sweep run %d of %d: %s", number, len(runs), name)
     record = dict(name=name, config=config, seed=seed)
+    one = run_options(options, name, config, seed)
+    files.write_json(os.path.join(folder, SETTINGS), settings(one), sort_keys=True)
     try:
-      record.update(run_one(run_options(options, name, config, seed)), status=sweeps.FINISHED)
+      record.update(run_one(one), status=sweeps.FINISHED)
     except FloatingPointError as e:  # the NaN guard: this run's checkpoints of bad weights
       logger.warning("Sweep run %s diverged: %s", name, e)  # are set aside; the sweep goes on
       record.update(status=sweeps.DIVERGED, error=str(e))
@@ -116,43 +200,71 @@ def run_sweep(options, run_one):
   files.write_text(os.path.join(top, SUMMARY_MD), sweeps.as_markdown(summary))
   files.write_text(os.path.join(top, SUMMARY_JSON), sweeps.as_json(summary))
   logger.info("Sweep summary in %s:\n%s", top, sweeps.as_markdown(summary))
+  if options.export_dir and not summary["exported"]:
+    raise ValueError(
+        f"--export_dir={options.export_dir}: nothing was exported, as " + (
+            "every run was passed over (summary.md says why)" if summary["best"] is None
+            else f"the best run, {summary['best']}, left no export"))
   return summary
 
 
-def _kept_before(top):
-  """The run the last summary kept as the best, or None."""
+def _summary_before(top):
+  """The last summary.json written in `top` ({} if none)."""
   path = os.path.join(top, SUMMARY_JSON)
   if not files.exists(path):
-    return None
+    return {}
   with files.open_file(path) as f:
-    return json.load(f).get("kept")
+    return json.load(f)
 
 
 def _keep_best(options, summary):
   """output_dir/best := the winner's kept checkpoint (its `best` folder, or its last checkpoint
   where the task keeps none) with its results; --export_dir := the winner's export. Done once
-  per winner: a rerun of a finished sweep keeps what it kept (`summary["kept"]`)."""
+  per winner and export target: a rerun of a finished sweep keeps what it kept
+  (`summary["kept"]`, and `summary["exported"]`: where the export went, or None)."""
   top, name = options.output_dir, summary["best"]
-  summary["kept"] = name
-  if name is None or _kept_before(top) == name:
+  before = _summary_before(top)
+  same_winner = name is not None and before.get("kept") == name
+  summary["kept"], summary["exported"] = name, None
+  if name is None:
     return
   run = os.path.join(top, name)
-  record = next(r for r in summary["runs"] if r["name"] == name)
-  with files.atomic_path(os.path.join(top, BEST)) as tmp:
-    if files.isdir(os.path.join(run, BEST)):
-      _copy_tree(os.path.join(run, BEST), tmp)
-    else:
-      files.makedirs(tmp)
-      latest = tf.train.latest_checkpoint(run)
-      for source in files.glob(latest + ".*") if latest else ():
-        tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
-      write_results(os.path.join(tmp, "best_results.txt"), record.get("results") or {})
-  logger.info("Kept %s's checkpoint (the best run) as %s", name, os.path.join(top, BEST))
-  if options.export_dir and files.isdir(os.path.join(run, EXPORT)):
+  if not same_winner:
+    record = next(r for r in summary["runs"] if r["name"] == name)
+    with files.atomic_path(os.path.join(top, BEST)) as tmp:
+      if files.isdir(os.path.join(run, BEST)):
+        _copy_tree(os.path.join(run, BEST), tmp)
+      else:
+        files.makedirs(tmp)
+        latest = tf.train.latest_checkpoint(run)
+        for source in files.glob(latest + ".*") if latest else ():
+          tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
+        write_results(os.path.join(tmp, "best_results.txt"), record.get("results") or {})
+    logger.info("Kept %s's checkpoint (the best run) as %s", name, os.path.join(top, BEST))
+  if not options.export_dir:
+    return
+  # A summary of an older albert-tf does not say where it exported: --export_dir, as it was.
+  previous = before.get("exported", options.export_dir) if same_winner else None
+  if previous and _is_export_target(previous, options):
+    summary["exported"] = previous
+  elif files.isdir(os.path.join(run, EXPORT)):
     target = layout.version_path(options.export_dir, options.export_version)
     with files.atomic_path(target) as tmp:
       _copy_tree(os.path.join(run, EXPORT), tmp)
+    summary["exported"] = target
     logger.info("Kept %s's export as %s", name, target)
+
+
+def _is_export_target(path, options):
+  """Whether the export at `path` is where this command's --export_dir / --export_version put
+  it (a rerun with another --export_dir exports there too)."""
+  base = options.export_dir.rstrip("/")
+  version = layout.parse_version(options.export_version)
+  if version is None:
+    return path.rstrip("/") == base
+  if version == "auto":
+    return os.path.dirname(path.rstrip("/")) == base
+  return path == os.path.join(base, str(version))
 
 
 def _copy_tree(source, target):

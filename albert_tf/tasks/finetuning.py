@@ -13,6 +13,7 @@ import tensorflow as tf
 from albert_tf import files
 from albert_tf import tokenization
 from albert_tf.config import AlbertConfig
+from albert_tf.export import layout
 from albert_tf.interop import sources
 from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
 from albert_tf.option_fields import VERSION, option
@@ -108,7 +109,7 @@ class FineTuningTask(Task):
                        f"{o.albert_config_file} says vocab_size={self.config.vocab_size}")
     files.check_writable(o.output_dir)
     if o.export_dir:
-      check_export_dir(o.export_dir)
+      check_export_dir(o.export_dir, getattr(o, "export_version", None))
     self.read_data()
     self._schedule = Schedule(train_steps, warmup_steps)
 
@@ -196,11 +197,17 @@ def _model_config(options):
       " (or an --init_checkpoint that carries the model's config)"))
 
 
-def check_export_dir(export_dir):
-  """Before training: an export is written beside `export_dir` (a temporary folder renamed into
-  place), so the folder that holds it must be writable."""
-  files.check_writable(os.path.dirname(export_dir.rstrip("/")) or ".",
-                       flag="--export_dir's folder")
+def check_export_dir(export_dir, version=None):
+  """Before training, what would make the export fail after it: the export is written beside
+  its path (a temporary folder renamed into place), so the folder that holds it must be
+  writable (`export_dir` itself with a `version`: TF Serving's base path), and an existing
+  `version` is never replaced. Returns where the export will go."""
+  if version is None or version == "":
+    files.check_writable(os.path.dirname(export_dir.rstrip("/")) or ".",
+                         flag="--export_dir's folder")
+  else:
+    files.check_writable(export_dir, flag="--export_dir")
+  return layout.version_path(export_dir, version)
 
 
 def check_cache_writable(flag, path):

@@ -44,7 +44,7 @@ def check_run_config(output_dir, config, config_file, resuming, model_flags=None
         continue
       with tf.io.gfile.GFile(path) as f:
         before = json.load(f)
-      changed = _differences(before, wanted[name])
+      changed = differences(before, wanted[name])
       if changed:
         problems.append(f"{path} differs from {given} in " + "; ".join(changed))
     if problems:
@@ -63,7 +63,10 @@ def check_run_config(output_dir, config, config_file, resuming, model_flags=None
     files.write_json(path, wanted[name], sort_keys=True)
 
 
-def _differences(before, after):
+def differences(before, after):
+  """["key: X there vs Y now"] of every key whose value in the saved dict `before` differs from
+  `after` (this command's): the one rule by which a rerun is refused in a folder of other
+  settings (this run's config, a sweep's finished runs)."""
   keys = sorted(set(before) | set(after))
   missing = object()
   return [f"{k}: {before.get(k, 'unset')!r} there vs {after.get(k, 'unset')!r} now"
