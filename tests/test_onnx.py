@@ -293,6 +293,21 @@ def test_every_task_model_runs_in_onnx_runtime_with_the_keras_models_outputs(kin
     for name, value in want.items():
       np.testing.assert_allclose(got[name], value.numpy(), rtol=1e-4, atol=1e-4,
                                  err_msg=f"{kind} {name} {batch}x{seq}")
+  # Each file carries its limits, and run_onnx refuses what the task's SavedModel would.
+  metadata = {p.key: p.value for p in onnx.load(path).metadata_props}
+  assert metadata["max_position_embeddings"] == str(MAX)
+  x = _task_inputs(kind, 2, 5, seed=1)
+  with pytest.raises(RequestError, match=r"^input_word_ids holds -1 at .*\(vocab_size\)"):
+    run_onnx(runner, dict(x, input_word_ids=np.full_like(x["input_word_ids"], -1)))
+  if kind == "multiple_choice":
+    assert metadata["input_mask"] == "int32 [batch, choices, seq]: mask values in [0, 2)"
+    with pytest.raises(RequestError, match=r"takes int32 \[batch, choices, seq\] \(rank 3\)"):
+      run_onnx(runner, ids(2, 5))
+  if kind == "ner":  # each word's first piece lies inside its row
+    assert metadata["word_positions"] == "int32 [batch, words]: word positions in [0, seq)"
+    with pytest.raises(RequestError, match=r"^word_positions holds 5 at \[0 0\]; word "
+                                           r"positions must be in \[0, 5\)"):
+      run_onnx(runner, dict(x, word_positions=np.full_like(x["word_positions"], 5)))
 
 
 def test_onnx_export_refuses_what_cannot_work_before_any_work(tmp_path):
