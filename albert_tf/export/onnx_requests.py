@@ -52,8 +52,8 @@ def declaration(name, rank):
 
 def request_metadata(config, specs):
   """The ONNX file's `metadata_props` (str -> str) for a model of `config` taking `specs`: each
-  of LIMITS, and under each input's name what it takes, for a reader of the file (Netron,
-  `session.get_modelmeta()`) as much as for `check_request`."""
+  of LIMITS (what `check_request` reads back), and under each input's name what it takes, in
+  VALUES' words, for a reader of the file (Netron, `session.get_modelmeta()`)."""
   metadata = {key: str(int(getattr(config, key))) for key in LIMITS}
   for spec in specs:
     what, high = VALUES[spec.name]
