@@ -34,7 +34,7 @@ def onnx_rows(model, inputs, labels, args):
   for quantize in (False, True):
     path = os.path.join(args.work_dir, f"teacher_{'int8' if quantize else 'float32'}.onnx")
     compute, specs = task_computation("classifier", model)
-    size = export_onnx(compute, path, specs, quantize=quantize)
+    size = export_onnx(compute, path, specs, quantize=quantize, config=model.config)
     logits = run_onnx(path, inputs)["logits"]
     row = {"model": "teacher", "format": "onnx int8 (dynamic)" if quantize else "onnx float32",
            "bytes": size, "dev_accuracy": float(np.mean(np.argmax(logits, -1) == labels)),

@@ -13,6 +13,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
 from albert_tf.cli.runs import run_classifier
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.onnx import OPSET, export_encoder_onnx, run_onnx, session
+from albert_tf.export.onnx_requests import RequestError
 from albert_tf.export.tasks import export_task_onnx
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
@@ -103,26 +104,160 @@ def test_int8_encoder_onnx_is_a_quarter_of_the_size_with_close_outputs(encoder_f
   assert np.max(np.abs(got - want)) > 1e-4  # int8 rounding: the file was quantized
 
 
-def test_ids_outside_the_vocabulary_fail_in_onnx_runtime_and_negative_ones_wrap(encoder_files):
-  """What docs/onnx.md says: ONNX Runtime has no request checks of ours. An id past the
-  vocabulary (or type vocabulary) is an error of an embedding Gather, and so is a row past
-  max_position_embeddings (the embeddings' Add); a negative id is a valid Gather index (counted
-  from the end) and silently reads another token's embedding."""
+def _unchecked(runner, x):
+  """ONNX Runtime's own answer to `x`, without run_onnx's request checks."""
+  return dict(zip([o.name for o in runner.get_outputs()], runner.run(None, x)))
+
+
+def test_onnx_runtime_alone_reads_negative_ids_and_names_graph_nodes(encoder_files):
+  """Why run_onnx checks requests itself (docs/onnx.md): in ONNX Runtime an id past the
+  vocabulary (or type vocabulary) is an error of an embedding Gather, and a row past
+  max_position_embeddings one of the embeddings' Add; a negative id is a valid Gather index
+  (counted from the end) and silently reads another token's embedding."""
   _, _, paths = encoder_files
   runner = session(paths[False])
   x = ids(2, 5)
   too_big = dict(x, input_word_ids=np.where(x["input_mask"] > 0, CONFIG.vocab_size, 0)
                  .astype(np.int32))
   with pytest.raises(Exception, match="Gather.*out of data bounds"):
-    run_onnx(runner, too_big)
+    _unchecked(runner, too_big)
   with pytest.raises(Exception, match="Gather.*out of data bounds"):
-    run_onnx(runner, dict(x, input_type_ids=np.full_like(x["input_type_ids"], 2)))
+    _unchecked(runner, dict(x, input_type_ids=np.full_like(x["input_type_ids"], 2)))
   with pytest.raises(Exception, match="broadcast"):
-    run_onnx(runner, ids(1, MAX + 1))
+    _unchecked(runner, ids(1, MAX + 1))
   negative = dict(x, input_word_ids=np.full_like(x["input_word_ids"], -1))
   last = dict(x, input_word_ids=np.full_like(x["input_word_ids"], CONFIG.vocab_size - 1))
-  np.testing.assert_array_equal(run_onnx(runner, negative)["pooled_output"],
-                                run_onnx(runner, last)["pooled_output"])
+  np.testing.assert_array_equal(_unchecked(runner, negative)["pooled_output"],
+                                _unchecked(runner, last)["pooled_output"])
+
+
+def test_the_onnx_file_records_the_models_limits_and_what_each_input_takes(encoder_files):
+  """The limits run_onnx checks against travel in the file (metadata_props), int8 or not (ONNX
+  Runtime's quantizer adds its own key, `onnx.infer`)."""
+  for path in encoder_files[2].values():
+    metadata = {p.key: p.value for p in onnx.load(path).metadata_props}
+    assert metadata.items() >= {
+        "vocab_size": str(CONFIG.vocab_size), "type_vocab_size": "2",
+        "max_position_embeddings": str(MAX),
+        "input_word_ids": f"int32 [batch, seq]: word ids in [0, {CONFIG.vocab_size}) "
+                          "(vocab_size)",
+        "input_mask": "int32 [batch, seq]: mask values in [0, 2)",
+        "input_type_ids": "int32 [batch, seq]: segment ids in [0, 2) (type_vocab_size)",
+    }.items(), path
+
+
+def _with(name, value):
+  """A valid 2x5 request with `name` replaced by `value` (None: left out)."""
+  x = ids(2, 5)
+  if value is None:
+    del x[name]
+  else:
+    x[name] = value
+  return x
+
+
+V = CONFIG.vocab_size
+# case -> (request, the RequestError's message): the SavedModels' words (export/requests.py),
+# each naming the input, the fault and the limit.
+BAD_REQUESTS = {
+    "negative_word_id": (
+        _with("input_word_ids", np.full((2, 5), -1, np.int32)),
+        rf"input_word_ids holds -1 at \[0 0\]; word ids must be in \[0, {V}\) \(vocab_size\)"),
+    "word_id_past_the_vocabulary": (
+        _with("input_word_ids", np.pad(np.full((2, 4), 7, np.int32), [(0, 0), (0, 1)],
+                                       constant_values=V)),
+        rf"input_word_ids holds {V} at \[0 4\]; word ids must be in \[0, {V}\) "
+        r"\(vocab_size\)"),
+    "type_id_past_type_vocab_size": (
+        _with("input_type_ids", np.full((2, 5), 2, np.int32)),
+        r"input_type_ids holds 2 at \[0 0\]; segment ids must be in \[0, 2\) "
+        r"\(type_vocab_size\)"),
+    "mask_value_2": (
+        _with("input_mask", np.array([[1, 2, 1, 1, 0], [1, 1, 1, 0, 0]], np.int32)),
+        r"input_mask holds 2 at \[0 1\]; mask values must be in \[0, 2\)"),
+    "rows_past_max_position_embeddings": (
+        ids(1, MAX + 1),
+        rf"input_word_ids has {MAX + 1} columns; this model reads 1 to {MAX} tokens per row "
+        r"\(max_position_embeddings\)"),
+    "no_columns": (
+        ids(2, 5) | {k: np.zeros((2, 0), np.int32) for k in ids(2, 5)},
+        rf"input_word_ids has 0 columns; this model reads 1 to {MAX} tokens per row"),
+    "mask_of_another_length": (
+        _with("input_mask", np.ones((2, 4), np.int32)),
+        r"input_mask has shape \[2 4\] but input_word_ids has \[2 5\]"),
+    "float_ids": (
+        _with("input_word_ids", np.ones((2, 5), np.float32)),
+        r"input_word_ids has dtype float32; this model takes int32 \[batch, seq\]"),
+    "rank_1_ids": (
+        _with("input_type_ids", np.zeros(5, np.int32)),
+        r"input_type_ids has rank 1 \(shape \[5\]\); this model takes int32 \[batch, seq\] "
+        r"\(rank 2\)"),
+    "missing_input": (
+        _with("input_mask", None),
+        "input_mask is missing; this model takes input_word_ids, input_mask, input_type_ids"),
+    "unknown_input": (
+        ids(2, 5) | {"token_type_ids": np.zeros((2, 5), np.int32)},
+        "token_type_ids is not an input of this model; it takes input_word_ids, input_mask, "
+        "input_type_ids"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_REQUESTS))
+def test_run_onnx_refuses_a_bad_request_naming_the_input_the_fault_and_the_limit(
+    encoder_files, case):
+  """Before ONNX Runtime runs: it would wrap a negative id, take any mask value, and name graph
+  nodes (or nothing) for the rest."""
+  request, message = BAD_REQUESTS[case]
+  with pytest.raises(RequestError, match=f"^{message}"):
+    run_onnx(encoder_files[2][False], request)
+
+
+def test_run_onnx_gives_onnx_runtimes_outputs_for_a_valid_request(encoder_files):
+  runner = session(encoder_files[2][False])
+  x = ids(3, 9, seed=5)
+  got, want = run_onnx(runner, x), _unchecked(runner, x)
+  assert set(got) == set(want)
+  for name, value in want.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def test_run_onnx_takes_numpys_default_int64_ids_as_int32(encoder_files):
+  """ONNX Runtime alone refuses int64 for an int32 input ("Unexpected input data type")."""
+  runner = session(encoder_files[2][False])
+  x = ids(3, 9, seed=5)
+  wide = {k: v.astype(np.int64) for k, v in x.items()}
+  lists = {k: v.tolist() for k, v in x.items()}  # numpy makes int64 of Python ints too
+  for request in (wide, lists):
+    got = run_onnx(runner, request)
+    np.testing.assert_array_equal(got["pooled_output"], _unchecked(runner, x)["pooled_output"])
+  # A value int32 cannot hold is refused by the vocabulary's bound, never wrapped.
+  with pytest.raises(RequestError, match=rf"holds {2**32} at \[0 0\]; word ids must be in"):
+    run_onnx(runner, dict(wide, input_word_ids=np.full((3, 9), 2**32)))
+
+
+def test_an_onnx_file_without_recorded_limits_runs_with_the_checks_that_need_none(
+    encoder_files, tmp_path):
+  """Files written before the limits were recorded: what needs no limit is still refused (a
+  negative id, a mask of 2, another shape), an id past the vocabulary is left to ONNX Runtime,
+  which fails on it (no wrong outputs), and a valid request is answered."""
+  proto = onnx.load(encoder_files[2][False])
+  del proto.metadata_props[:]
+  old = str(tmp_path / "old.onnx")
+  onnx.save(proto, old)
+  runner = session(old)
+  x = ids(2, 5)
+  np.testing.assert_array_equal(run_onnx(runner, x)["pooled_output"],
+                                run_onnx(encoder_files[2][False], x)["pooled_output"])
+  for case in ("negative_word_id", "mask_value_2", "mask_of_another_length", "no_columns"):
+    request, _ = BAD_REQUESTS[case]
+    with pytest.raises(RequestError):
+      run_onnx(runner, request)
+  with pytest.raises(RequestError, match=r"word ids must be in \[0, 2147483648\) \(int32; "
+                                         r"this file does not record vocab_size\)"):
+    run_onnx(runner, _with("input_word_ids", np.full((2, 5), -1)))
+  request, _ = BAD_REQUESTS["word_id_past_the_vocabulary"]
+  with pytest.raises(Exception, match="Gather.*out of data bounds"):
+    run_onnx(runner, request)
 
 
 TASK_MODELS = {  # a tiny model of each task kind
@@ -158,6 +293,21 @@ def test_every_task_model_runs_in_onnx_runtime_with_the_keras_models_outputs(kin
     for name, value in want.items():
       np.testing.assert_allclose(got[name], value.numpy(), rtol=1e-4, atol=1e-4,
                                  err_msg=f"{kind} {name} {batch}x{seq}")
+  # Each file carries its limits, and run_onnx refuses what the task's SavedModel would.
+  metadata = {p.key: p.value for p in onnx.load(path).metadata_props}
+  assert metadata["max_position_embeddings"] == str(MAX)
+  x = _task_inputs(kind, 2, 5, seed=1)
+  with pytest.raises(RequestError, match=r"^input_word_ids holds -1 at .*\(vocab_size\)"):
+    run_onnx(runner, dict(x, input_word_ids=np.full_like(x["input_word_ids"], -1)))
+  if kind == "multiple_choice":
+    assert metadata["input_mask"] == "int32 [batch, choices, seq]: mask values in [0, 2)"
+    with pytest.raises(RequestError, match=r"takes int32 \[batch, choices, seq\] \(rank 3\)"):
+      run_onnx(runner, ids(2, 5))
+  if kind == "ner":  # each word's first piece lies inside its row
+    assert metadata["word_positions"] == "int32 [batch, words]: word positions in [0, seq)"
+    with pytest.raises(RequestError, match=r"^word_positions holds 5 at \[0 0\]; word "
+                                           r"positions must be in \[0, 5\)"):
+      run_onnx(runner, dict(x, word_positions=np.full_like(x["word_positions"], 5)))
 
 
 def test_onnx_export_refuses_what_cannot_work_before_any_work(tmp_path):

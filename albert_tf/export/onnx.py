@@ -12,10 +12,10 @@ however many layers apply them, so an ALBERT-base file is its 11.7M parameters' 
 
 What the SavedModels do that an ONNX file does not: tokenization (ONNX Runtime gets token ids,
 as TFLite does: `preprocessing/`, or the task SavedModel's raw-text signatures, do the
-tokenizing, packing, windowing and answer decoding) and request checks (`requests.py`: an
-id outside the vocabulary is an INVALID_ARGUMENT there; through ONNX Runtime an id past the
-vocabulary is an error of the embedding's Gather and a negative one silently counts from the
-end: docs/onnx.md).
+tokenizing, packing, windowing and answer decoding). Request checks are `run_onnx`'s, in
+Python before the session runs (onnx_requests.py: ONNX Runtime itself would read a negative id
+counted from the end, and name graph nodes for the faults it catches), against the limits the
+export writes into the file's metadata (vocab_size, type_vocab_size, max_position_embeddings).
 
 `quantize=True` is ONNX Runtime's dynamic quantization (`quantize_dynamic`, int8 weights of
 every MatMul and Gather, activations quantized per call, no calibration data).
@@ -27,6 +27,7 @@ import tempfile
 import tensorflow as tf
 
 from albert_tf import files
+from albert_tf.export.onnx_requests import check_request, request_metadata
 from albert_tf.modeling.activations import plain_activations
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS
@@ -81,7 +82,8 @@ def encoder_computation(pretrainer):
 def export_encoder_onnx(pretrainer, onnx_file, quantize=False):
   """Writes the encoder of `pretrainer` as `onnx_file` (`encoder_computation`'s outputs, the
   three id inputs); returns its size in bytes."""
-  return export_onnx(encoder_computation(pretrainer), onnx_file, id_specs(), quantize=quantize)
+  return export_onnx(encoder_computation(pretrainer), onnx_file, id_specs(), quantize=quantize,
+                     config=pretrainer.config)
 
 
 def _named(name, model):
@@ -143,15 +145,21 @@ def quantize_dynamic(model):
     return onnx.load(target)
 
 
-def export_onnx(compute, onnx_file, specs, quantize=False):
+def export_onnx(compute, onnx_file, specs, quantize=False, config=None):
   """Writes `compute` (a dict of int32 inputs named by `specs` -> a dict of float32 tensors)
   as an ONNX file, which appears only whole; returns its size in bytes.
 
-  `quantize`: ONNX Runtime's dynamic int8 quantization of the weights (module doc).
+  `quantize`: ONNX Runtime's dynamic int8 quantization of the weights (module doc). `config`:
+  the model's AlbertConfig, whose limits (and what each input takes) go into the file's
+  metadata_props for `run_onnx`'s request checks (onnx_requests.py); without it they are not
+  recorded and `run_onnx` checks only what needs no limit.
   """
   model = _convert(compute, specs)
   if quantize:
     model = quantize_dynamic(model)
+  if config is not None:  # after quantizing: its own save and load is not asked to keep them
+    for key, value in request_metadata(config, specs).items():
+      model.metadata_props.add(key=key, value=value)
   data = model.SerializeToString()
   files.write_bytes(onnx_file, data)
   return len(data)
@@ -177,8 +185,15 @@ def session(onnx_file, optimization="all", threads=0, spinning=True):
 
 
 def run_onnx(onnx_file_or_session, inputs):
-  """Runs an ONNX file (or a `session`) on a dict of numpy arrays; returns `{name: array}`."""
+  """Runs an ONNX file (or a `session`) on a dict of numpy arrays; returns `{name: array}`.
+
+  The request is checked first, as the SavedModels check theirs (onnx_requests.py's
+  `check_request`): a fault is a `RequestError` (a ValueError) naming the input, the fault and
+  the limit, and ONNX Runtime does not run. Integer arrays of any dtype (numpy's default int64)
+  are converted to the file's int32 once their values are known to fit.
+  """
   runner = (onnx_file_or_session if not isinstance(onnx_file_or_session, (str, os.PathLike))
             else session(os.fspath(onnx_file_or_session)))
+  inputs = check_request(runner, inputs)
   names = [output.name for output in runner.get_outputs()]
   return dict(zip(names, runner.run(names, inputs)))

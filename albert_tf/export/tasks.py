@@ -54,10 +54,11 @@ def export_task(task, model, export_dir=None):
 def export_task_onnx(kind, model, export_dir, quantize=False):
   """Writes `<export_dir>/<kind>.onnx`: the task model for ONNX Runtime, token ids in
   (export/onnx.py's `task_computation`), beside the serving SavedModel's files, as
-  classifier.tflite is. Returns its path."""
+  classifier.tflite is, the model's limits in its metadata (for `run_onnx`'s request checks).
+  Returns its path."""
   compute, specs = task_computation(kind, model)
   path = os.path.join(export_dir, f"{kind}.onnx")
-  size = export_onnx(compute, path, specs, quantize=quantize)
+  size = export_onnx(compute, path, specs, quantize=quantize, config=model.config)
   logger.info("Wrote %s (opset %d%s): %.1f MB", path, OPSET,
               ", dynamic int8" if quantize else "", size / 1e6)
   return path
