@@ -316,8 +316,8 @@ def load_checkpoint(model, path, init_from_group0=False):
   untouched. With `init_from_group0` (the original's flag), groups missing from the
   checkpoint start from group 0's weights.
 
-  A web address is refused and an unreachable gs:// path named, each in one line
-  (`sources.detect` asks first).
+  A web address is refused and an unreachable gs:// path named, each in one line, and so is a
+  saved_model.pb that does not parse, whoever wrote it (`sources.detect` asks first).
   """
   if huggingface.is_huggingface_dir(path):
     report = _load_huggingface(model, os.fspath(path), init_from_group0)
