@@ -121,12 +121,24 @@ def job_options(options_class, **extra):
   """A training job's options from the flags: `options_from_flags`, with a Hugging Face
   --init_checkpoint's config and tokenizer files where those flags are not given."""
   given = "do_lower_case" in FLAGS and FLAGS["do_lower_case"].present
-  values = huggingface.start_defaults(_values(options_class, FLAGS, extra),
-                                      do_lower_case_given=given)
+  try:
+    values = huggingface.start_defaults(_values(options_class, FLAGS, extra),
+                                        do_lower_case_given=given)
+  except (OSError, ValueError) as e:
+    # The starting point is read before run_job: a web address, a damaged artifact is one line
+    # and exit 1 here too, not absl's traceback.
+    _log_setup()
+    logging.error("%s", e)
+    raise SystemExit(1) from None
   if not values["albert_config_file"]:
     raise app.UsageError("--albert_config_file is required (unless --init_checkpoint is a "
                          "Hugging Face directory, whose config.json is then used)")
   return options_class(**values)
+
+
+def _log_setup():
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+  logging.getLogger().setLevel(logging.INFO)
 
 
 def run_job(job, options):
@@ -137,8 +149,7 @@ def run_job(job, options):
   stops at once and exits 0 too: those outputs appear only whole, and the same command
   does that work again.
   """
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-  logging.getLogger().setLevel(logging.INFO)
+  _log_setup()
   where = options_from_flags(_strategy_options())
   try:
     with sigterm_raises("the job, outside its training loop"):

@@ -10,6 +10,7 @@ build presets with keras-hub itself and compare our model's outputs with keras-h
 
 import json
 import os
+import re
 import shutil
 
 import h5py
@@ -238,6 +239,39 @@ def test_another_model_and_mismatched_shapes_are_refused_by_name(classifier_pres
     load_checkpoint(AlbertEncoder(AlbertConfig.from_json_file(wrong / "config.json")),
                     str(wrong))
   assert not any(p.name.startswith("out_") for p in tmp_path.iterdir())
+
+
+def test_an_incomplete_or_damaged_preset_is_one_line_naming_the_file_and_the_fix(
+    classifier_preset, tmp_path, capsys):
+  """Was "no checkpoint found in directory": a preset without its weights or its config, or
+  with a config.json that is not JSON, is still a preset, and the line says what it lacks."""
+  from albert_tf.cli import convert as cli  # pylint: disable=g-import-not-at-top
+  fix = r"download the whole preset again .* and pass its folder"
+  cases = {"no_weights": (lambda p: os.remove(p / "model.weights.h5"),
+                          r"no_weights is a keras-hub preset without model\.weights\.h5 "
+                          r"\(its weights\): "),
+           "no_config": (lambda p: os.remove(p / "config.json"),
+                         r"no_config looks like a keras-hub preset but has no config\.json "
+                         r"\(the backbone's config\): "),
+           "bad_config": (lambda p: (p / "config.json").write_text('{"module": "keras_hub'),
+                          r"bad_config/config\.json: not valid JSON \(line 1: .*\): the "
+                          r"keras-hub preset's config is damaged; ")}
+  config = AlbertConfig.from_json_file(os.path.join(classifier_preset, "config.json"))
+  for case, (damage, message) in cases.items():
+    preset = tmp_path / case
+    shutil.copytree(classifier_preset, preset)
+    damage(preset)
+    assert sources.detect(str(preset)) == "keras_hub", case
+    with pytest.raises(checkpoints.CheckpointError, match=message + fix):
+      load_checkpoint(AlbertClassifier(config, 3), str(preset))
+    with pytest.raises(ValueError, match=message + fix):  # run_classifier's start
+      huggingface.start_defaults(dict(init_checkpoint=str(preset), albert_config_file=None,
+                                      spm_model_file=None, vocab_file=None, do_lower_case=True))
+    assert cli.main(["--from=keras_hub", "--to=tf1", f"--input_dir={preset}",
+                     f"--output_dir={tmp_path / 'out'}"]) == 1
+    error = capsys.readouterr().err
+    assert re.search(message + fix, error) and error.count("\n") == 1, error
+  assert not (tmp_path / "out").exists()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -433,3 +433,48 @@ def test_our_tokenization_equals_the_preprocessing_models_ids():
   assert theirs[:len(pieces) + 2].tolist() == (
       [python.cls_id] + python.sp_model.piece_to_id(pieces) + [python.sep_id])
   assert python.tokenize(text)[:3] == ["\u2581in", "\u2581" + "1990", ","]
+
+
+def _convert_error(capsys, source, out):
+  from albert_tf.cli import convert as cli  # pylint: disable=g-import-not-at-top
+  assert cli.main(["--from=tfhub", "--to=tf1", f"--input_dir={source}",
+                   f"--output_dir={out}"]) == 1
+  error = capsys.readouterr().err
+  assert error.count("\n") == 1 and "Traceback" not in error, error
+  return error
+
+
+def test_a_tfhub_download_cut_short_is_one_line_naming_the_file(garden, tmp_path, capsys):
+  """A truncated variables.data (was IndexError: Read less bytes than requested) and a
+  truncated saved_model.pb (was called one of our encoder exports, with that advice)."""
+  values = dict(albert_config_file=None, spm_model_file=None, vocab_file=None,
+                do_lower_case=True)
+  cut_data = tmp_path / "cut_data"
+  shutil.copytree(garden["hub"], cut_data)
+  (data_file,) = (cut_data / "variables").glob("variables.data-*")
+  data_file.write_bytes(data_file.read_bytes()[:100])
+  message = (re.escape(str(cut_data / "variables" / "variables")) + r": .*are its \.data files "
+             r"damaged or truncated\?")
+  model = AlbertPretrainer(garden["config"])
+  before = [v.numpy() for v in model.variables]
+  with pytest.raises(CheckpointError, match=r"cannot read variable .* of checkpoint " + message):
+    load_checkpoint(model, str(cut_data))
+  assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables))
+  with pytest.raises(ValueError, match=message):  # run_classifier's start, before the job
+    huggingface.start_defaults(dict(values, init_checkpoint=str(cut_data)))
+  assert re.search(message, _convert_error(capsys, cut_data, tmp_path / "out_data"))
+
+  cut_graph = tmp_path / "cut_graph"
+  shutil.copytree(garden["hub"], cut_graph)
+  graph = cut_graph / "saved_model.pb"
+  graph.write_bytes(graph.read_bytes()[:graph.stat().st_size // 3])
+  message = (r"cannot load the SavedModel " + re.escape(str(cut_graph)) + r": its "
+             r"saved_model\.pb \(\d+ bytes\) does not parse \(.*\): damaged or incomplete, e\.g\. "
+             r"a download cut short; download and extract it again")
+  with pytest.raises(ValueError, match=message):
+    load_checkpoint(model, str(cut_graph))
+  with pytest.raises(ValueError, match=message):
+    huggingface.start_defaults(dict(values, init_checkpoint=str(cut_graph)))
+  error = _convert_error(capsys, cut_graph, tmp_path / "out_graph")
+  assert re.search(message, error) and "export_savedmodel" not in error, error
+  assert not any(p.name.startswith("out_") for p in tmp_path.iterdir())

@@ -210,12 +210,13 @@ def native_checkpoint(model, **extra):
 
 
 def resolve_checkpoint_path(path):
-  """A checkpoint prefix from a prefix, a directory, or a `.index`/`.data-*` file name."""
+  """A checkpoint prefix from a prefix, a directory, or a `.index`/`.data-*` file name (local,
+  or on a file system TensorFlow reads, such as gs://)."""
   path = os.fspath(path)
-  if os.path.isdir(path):
+  if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
-      indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
+      indexes = sorted(f for f in tf.io.gfile.listdir(path) if f.endswith(".index"))
       if len(indexes) != 1:
         raise FileNotFoundError(f"no checkpoint found in directory {path}")
       latest = os.path.join(path, indexes[0][:-len(".index")])
@@ -314,6 +315,9 @@ def load_checkpoint(model, path, init_from_group0=False):
   Every shape is checked before anything is assigned, so a failed load leaves the model
   untouched. With `init_from_group0` (the original's flag), groups missing from the
   checkpoint start from group 0's weights.
+
+  A web address is refused and an unreachable gs:// path named, each in one line, and so is a
+  saved_model.pb that does not parse, whoever wrote it (`sources.detect` asks first).
   """
   if huggingface.is_huggingface_dir(path):
     report = _load_huggingface(model, os.fspath(path), init_from_group0)

@@ -52,6 +52,7 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 TASK_CONFIG_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.weights.h5"
+METADATA_FILE = "metadata.json"  # keras-hub's save_to_preset: keras_hub_version and the like
 SPM_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
 _MAX_CONFIG_BYTES = 1 << 20  # a preset's config.json is a few hundred bytes
 
@@ -88,25 +89,56 @@ def _keras_hub_object(values):
           or str(values.get("registered_name", "")).startswith("keras_hub>"))
 
 
+def _json_or_fault(path):
+  """(the file's JSON, None) or (None, what is wrong with it); (None, None) when it is absent."""
+  if not os.path.isfile(path):
+    return None, None
+  try:
+    return _read_json(path), None
+  except (OSError, ValueError, UnicodeDecodeError) as e:
+    return None, str(e)
+
+
 def detect(path):
   """Whether `path` is a keras-hub preset directory (of any model: another model's preset is
   claimed, so that reading it says what it is): a config.json that is a keras-hub class's
-  serialization, beside model.weights.h5. Hugging Face's config.json (`model_type`) and ours
-  are not."""
+  serialization, or model.weights.h5 (Keras 3's name) with no config.json that says otherwise,
+  or keras-hub's metadata.json. An incomplete preset is claimed too, so that `read` names what
+  it lacks instead of "no checkpoint found". Hugging Face's config.json (`model_type`) and
+  ours are not."""
   path = os.fspath(path)
-  config = os.path.join(path, CONFIG_FILE)
-  if not (os.path.isdir(path) and os.path.isfile(config)
-          and os.path.isfile(os.path.join(path, WEIGHTS_FILE))):
+  if not os.path.isdir(path):
     return False
-  try:
-    return _keras_hub_object(_read_json(config))
-  except (OSError, ValueError, UnicodeDecodeError):
-    return False
+  config, _ = _json_or_fault(os.path.join(path, CONFIG_FILE))
+  if config is not None:
+    return _keras_hub_object(config)
+  metadata, _ = _json_or_fault(os.path.join(path, METADATA_FILE))
+  return (os.path.isfile(os.path.join(path, WEIGHTS_FILE))
+          or (isinstance(metadata, dict) and "keras_hub_version" in metadata))
+
+
+def _check_complete(path):
+  """Refuses a preset missing a file or holding a config.json that is not JSON, in one line
+  naming the file and the fix (before anything is read: a script reads the config first)."""
+  advice = ("download the whole preset again (keras_hub's from_preset, or "
+            "kagglehub.model_download) and pass its folder")
+  config_path = os.path.join(path, CONFIG_FILE)
+  if not os.path.isfile(config_path):
+    raise checkpoints.CheckpointError(f"{path} looks like a keras-hub preset but has no "
+                                      f"{CONFIG_FILE} (the backbone's config): {advice}")
+  _, fault = _json_or_fault(config_path)
+  if fault:
+    raise checkpoints.CheckpointError(f"{fault}: the keras-hub preset's config is damaged; "
+                                      f"{advice}")
+  if not os.path.isfile(os.path.join(path, WEIGHTS_FILE)):
+    raise checkpoints.CheckpointError(f"{path} is a keras-hub preset without {WEIGHTS_FILE} "
+                                      f"(its weights): {advice}")
 
 
 def read(path, with_arrays=True):
   """The preset at `path` as `sources.ForeignWeights` (the original's TF1 names)."""
   path = os.fspath(path)
+  _check_complete(path)
   config_path = os.path.join(path, CONFIG_FILE)
   values = _read_json(config_path)
   config = config_formats.from_keras_hub(values, config_path)  # refuses a BertBackbone

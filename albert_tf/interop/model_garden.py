@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 
+from google.protobuf.message import DecodeError
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -198,8 +199,14 @@ def variable_keys(reader, path):
   `full_name` of each variable), optimizer state left out."""
   if not reader.has_tensor(OBJECT_GRAPH):
     raise ModelGardenError(f"{path} is not an object-based (TF2) checkpoint")
-  graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(
-      reader.get_tensor(OBJECT_GRAPH))
+  # Read like any variable: a truncated data file (a TF Hub download cut short) is named.
+  serialized = checkpoints._read_tensors(  # pylint: disable=protected-access
+      reader, [OBJECT_GRAPH], path)[OBJECT_GRAPH]
+  try:
+    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(serialized)
+  except DecodeError as e:
+    raise ModelGardenError(f"cannot read the object graph of checkpoint {path}: {e} (are its "
+                           ".data files damaged or truncated?)") from None
   keys = {}
   for node in graph.nodes:
     for attribute in node.attributes:

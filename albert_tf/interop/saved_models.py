@@ -18,6 +18,8 @@ not only one of its functions, for as long as you differentiate through them.
     outputs = loaded.signatures["serving_default"](**inputs)
 """
 
+import functools
+import os
 import threading
 import weakref
 
@@ -62,3 +64,40 @@ def load_saved_model(export_dir, tags=None, options=None):
   if added:
     weakref.finalize(loaded, _unregister, added)
   return loaded
+
+
+class DamagedSavedModel(ValueError):
+  """A saved_model.pb that does not parse: a truncated download or copy, whoever wrote it."""
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_error(graph_file, stamp):
+  """Why `graph_file` is no SavedModel proto, or None (parsed once per version of the file)."""
+  del stamp
+  # pylint: disable=g-import-not-at-top
+  from google.protobuf.message import DecodeError
+  from tensorflow.core.protobuf import saved_model_pb2
+  try:
+    with open(graph_file, "rb") as f:
+      saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+  except (DecodeError, RuntimeWarning) as e:
+    return str(e) or type(e).__name__
+  return None if saved_model.meta_graphs else "it holds no graph"
+
+
+def check_saved_model_file(directory):
+  """Raises DamagedSavedModel when `directory` holds a local saved_model.pb that does not parse.
+
+  Asked before a SavedModel is told apart (another library's, ours), since a file that does
+  not parse says nothing of whose it is: without this, a truncated TF Hub download reads as
+  one of our encoder exports, with that advice."""
+  graph_file = os.path.join(os.fspath(directory), "saved_model.pb")
+  if not os.path.isfile(graph_file):
+    return
+  status = os.stat(graph_file)
+  reason = _parse_error(graph_file, (status.st_mtime_ns, status.st_size))
+  if reason:
+    raise DamagedSavedModel(
+        f"cannot load the SavedModel {directory}: its saved_model.pb ({status.st_size} bytes) "
+        f"does not parse ({' '.join(reason.split())}): damaged or incomplete, e.g. a download "
+        "cut short; download and extract it again (or export it again) and pass that folder")

@@ -20,6 +20,8 @@ exports and checkpoints included.
 import dataclasses
 import importlib
 
+from albert_tf.interop import handles, saved_models
+
 # The reader modules, asked in this order (a TF1 Hub module is a SavedModel too: first).
 _READER_MODULES = ("albert_tf.interop.tfhub_tf1", "albert_tf.interop.tfhub",
                    "albert_tf.interop.model_garden", "albert_tf.interop.keras_hub")
@@ -82,7 +84,13 @@ def readers():
 
 
 def detect(path):
-  """The format of the foreign artifact at `path`, or None when no reader claims it."""
+  """The format of the foreign artifact at `path`, or None when no reader claims it.
+
+  Every loader asks this first, so it also refuses what no loader could read, in one line:
+  a web address or an unreachable gs:// path (handles.py), and a saved_model.pb that does not
+  parse (saved_models.py; "no reader claims it" would send it on as one of our exports)."""
+  handles.check_handle(path)
+  saved_models.check_saved_model_file(path)
   for reader in readers().values():
     if reader.detect(path):
       return reader.format

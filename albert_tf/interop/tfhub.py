@@ -212,7 +212,8 @@ def read(path, with_arrays=True):
   if spm_model_file:
     do_lower_case = True  # export_tfhub_lib: implied for SentencePiece (every public ALBERT)
   elif _LOWER_CASE_KEY in shape_map:
-    do_lower_case = bool(reader.get_tensor(_LOWER_CASE_KEY))
+    do_lower_case = bool(checkpoints._read_tensors(  # pylint: disable=protected-access
+        reader, [_LOWER_CASE_KEY], prefix)[_LOWER_CASE_KEY])
   return sources.ForeignWeights(FORMAT, path, arrays if with_arrays else {}, config,
                                 spm_model_file, vocab_file, do_lower_case, unused,
                                 num_attention_heads=model_garden.heads_of(named))
