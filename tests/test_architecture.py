@@ -15,7 +15,7 @@ PACKAGE = ROOT / "albert_tf"
 
 # The floors, bottom first: a module may import its own floor and those below.
 FLOORS = (
-    ("albert_tf.files", "albert_tf.signals", "albert_tf.option_fields", "albert_tf.tokenization"),
+    ("albert_tf.files", "albert_tf.jobs", "albert_tf.tokenization"),
     ("albert_tf.config", "albert_tf.config_formats", "albert_tf.data"),
     ("albert_tf.modeling",),
     ("albert_tf.interop", "albert_tf.metrics"),

@@ -11,8 +11,8 @@ from albert_tf.export import layout
 from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.export.onnx import OPSET, check_onnx_options, export_encoder_onnx
 from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.jobs.option_fields import VERSION, option, sequence_length
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.option_fields import VERSION, option, sequence_length
 from albert_tf.training.options import check_sequence_length
 from albert_tf.training.precision import precision_policy
 
