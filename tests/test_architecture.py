@@ -26,6 +26,9 @@ FLOORS = (
     ("albert_tf.cli",),
 )
 SCRIPTS = {path.stem for path in ROOT.glob("*.py")}
+# Files that may rename: files.py's atomic-write rule is the one place a rename happens.
+RENAMES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move"),
+           ("gfile", "rename"), ("gfile", "Rename")}
 
 
 def module_name(path):
@@ -95,6 +98,33 @@ def test_no_import_circle():
   for name in sorted(graph):
     if name not in state:
       visit(name, [name])
+
+
+def renames(path):
+  """The lines of `path` that call a rename (`os.replace`, `tf.io.gfile.rename`, ...)."""
+  found = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+      owner = node.func.value
+      owner = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", None)
+      if (owner, node.func.attr) in RENAMES:
+        found.append(node.lineno)
+  return found
+
+
+def test_only_files_py_renames():
+  """Every atomic write goes through files.py, which renames on local disks and gs:// alike;
+  an os.replace elsewhere would fail on a bucket."""
+  found = [f"{name}:{line}" for name, path in sorted(modules().items())
+           if name != "albert_tf.files" for line in renames(path)]
+  assert not found, found
+
+
+def test_the_rename_check_sees_os_replace_and_gfile_rename(tmp_path):
+  source = tmp_path / "bad.py"
+  source.write_text("import os\nos.replace(a, b)\ntf.io.gfile.rename(a, b, overwrite=True)\n"
+                    "name.replace('a', 'b')\n")
+  assert renames(source) == [2, 3]
 
 
 def test_the_floor_rule_sees_an_upward_import(tmp_path):
