@@ -77,3 +77,23 @@ def test_benchmarks_md_stays_a_summary_with_its_history_beside_it():
   history = (ROOT / "docs" / "benchmarks-history.md").read_text()
   assert "## serve.py over 50 rolled-out versions" in history  # the newest section, kept
 
+
+def _paragraphs(markdown):
+  """The prose paragraphs of `markdown`: runs of lines outside code blocks, tables, headings and
+  lists."""
+  paragraphs, current = [], []
+  for line in _prose(markdown).splitlines() + [""]:
+    if not line.strip() or line.startswith(("#", "|", "- ", "  ")):
+      if current:
+        paragraphs.append(current)
+      current = []
+    else:
+      current.append(line)
+  return paragraphs
+
+
+def test_readme_is_short_and_its_paragraphs_are_too():
+  readme = (ROOT / "README.md").read_text()
+  assert len(readme.splitlines()) <= 130
+  long = [p[0] for p in _paragraphs(readme) if len(p) > 8]
+  assert not long, f"paragraphs over 8 lines, starting: {long}"
