@@ -1,7 +1,7 @@
 """The scripts' absl flags, generated from the options dataclasses, and how a script runs a job.
 
-Each flag is written once, as a field of an options dataclass (`albert_tf.option_fields`: its
-default beside its help, choices and name); here the fields become absl flags, and the parsed
+Each flag is written once, as a field of an options dataclass (`albert_tf.jobs.option_fields`:
+its default beside its help, choices and name); here the fields become absl flags, and the parsed
 flags the options again:
 
     define_job_flags(ClassifierOptions)          # when the script starts
@@ -18,7 +18,7 @@ from absl import app
 from absl import flags
 
 from albert_tf.interop import huggingface
-from albert_tf.option_fields import declaration, flag_name, is_flag
+from albert_tf.jobs.option_fields import declaration, flag_name, is_flag
 from albert_tf.training.preemption import Preempted, sigterm_raises
 
 FLAGS = flags.FLAGS

@@ -38,7 +38,7 @@ rows at seq `--max_seq_length`, batch 1 and 32: the median of `--calls` timed ca
 `--warmup` calls, the calls of all models and batch sizes interleaved in `--rounds` rounds (a
 burst of other load falls on all of them alike; the students have the same shape, so their
 spread shows the noise left). Prints a JSON summary (and writes it with `--out`) and Markdown
-tables (BENCHMARKS.md's "Distillation and int8 TFLite (SST-2)" section is built from them).
+tables (benchmarks-history.md's "Distillation and int8 TFLite (SST-2)" section is built from them).
 """
 
 import argparse
@@ -278,7 +278,7 @@ def mb(n):
 
 
 def markdown(summary, args):
-  """The tables of BENCHMARKS.md's section (the prose around them is written by hand)."""
+  """The tables of benchmarks-history.md's section (the prose around them is written by hand)."""
   m, b = summary["machine"], args.batch_sizes
   lines = [f"CPU: `{m['cpu_model']}`, {m['cpus']} cores, flags: "
            f"{', '.join(m['cpu_flags']) or 'none of avx2/fma/avx512*/amx*'}; TensorFlow "

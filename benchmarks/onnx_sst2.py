@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/distill_bench.py --teacher_only   # the teacher, ~10 min
     .venv/bin/python benchmarks/onnx_sst2.py [--work_dir /tmp/distill_bench] [--out rows.json]
 
-The procedure of BENCHMARKS.md's "Distillation and int8 TFLite (SST-2)" section, on its
+The procedure of benchmarks-history.md's "Distillation and int8 TFLite (SST-2)" section, on its
 teacher (`benchmarks/distill_bench.py`: a small all-shared ALBERT trained from random weights
 on SST-2's train.tsv, `<work_dir>/teacher/best`): the classifier written as ONNX
 (`albert_tf.export.onnx`, what `run_classifier.py --export_dir --onnx` writes) in float32 and

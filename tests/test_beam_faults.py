@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from albert_tf import signals
 from albert_tf.data.pretraining import beam_pipeline
 from albert_tf.data.pretraining.create import CreationOptions
+from albert_tf.jobs import signals
 from conftest import ROOT, SHARED_DATA
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"

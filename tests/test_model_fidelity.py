@@ -124,6 +124,24 @@ def test_save_tf1_checkpoint_writes_the_original_names_and_round_trips_exactly(t
     np.testing.assert_array_equal(src_vars[name].numpy(), dst_vars[name].numpy(), err_msg=name)
 
 
+def test_save_tf1_checkpoint_writes_to_a_file_system_with_a_scheme(tmp_path):
+  """Its renames go through files.py, so a gs:// prefix works as a local one does; TensorFlow's
+  in-memory ram:// file system stands in for the bucket (read back from a local copy)."""
+  config = AlbertConfig.from_dict(dict(BASE, num_hidden_layers=1))
+  source = AlbertPretrainer(config)
+  prefix = save_tf1_checkpoint(source, "ram://tf1_out/model.ckpt")
+  assert tf.train.latest_checkpoint("ram://tf1_out") == prefix
+  written = tf.io.gfile.listdir("ram://tf1_out")
+  assert not [name for name in written if ".tmp-" in name], written
+  for name in written:
+    tf.io.gfile.copy(f"ram://tf1_out/{name}", str(tmp_path / name))
+  target = AlbertPretrainer(config)
+  load_checkpoint(target, str(tmp_path / "model.ckpt"))
+  src_vars, dst_vars = tf1_variable_map(source), tf1_variable_map(target)
+  for name in src_vars:
+    np.testing.assert_array_equal(src_vars[name].numpy(), dst_vars[name].numpy(), err_msg=name)
+
+
 def test_shape_mismatch_names_both_variables_and_loads_nothing(tmp_path):
   weights = ref.random_tf1_weights(dict(BASE, vocab_size=70), heads=False)
   prefix = str(tmp_path / "other.ckpt")

@@ -60,3 +60,40 @@ def test_documentation_links_resolve():
       elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved.read_text()):
         dead.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
   assert not dead, dead
+
+
+def test_benchmarks_md_is_the_render_of_its_results_file():
+  """BENCHMARKS.md is written by `python -m benchmarks.render_summary` from
+  benchmarks/results/summary.json: an edit to one alone would let them drift."""
+  import json  # pylint: disable=g-import-not-at-top
+  from benchmarks import render_summary  # pylint: disable=g-import-not-at-top
+  summary = json.loads((ROOT / "benchmarks" / "results" / "summary.json").read_text())
+  assert (ROOT / "BENCHMARKS.md").read_text() == render_summary.render(summary), (
+      "run .venv/bin/python -m benchmarks.render_summary")
+
+
+def test_benchmarks_md_stays_a_summary_with_its_history_beside_it():
+  assert len((ROOT / "BENCHMARKS.md").read_text().splitlines()) < 300
+  history = (ROOT / "docs" / "benchmarks-history.md").read_text()
+  assert "## serve.py over 50 rolled-out versions" in history  # the newest section, kept
+
+
+def _paragraphs(markdown):
+  """The prose paragraphs of `markdown`: runs of lines outside code blocks, tables, headings and
+  lists."""
+  paragraphs, current = [], []
+  for line in _prose(markdown).splitlines() + [""]:
+    if not line.strip() or line.startswith(("#", "|", "- ", "  ")):
+      if current:
+        paragraphs.append(current)
+      current = []
+    else:
+      current.append(line)
+  return paragraphs
+
+
+def test_readme_is_short_and_its_paragraphs_are_too():
+  readme = (ROOT / "README.md").read_text()
+  assert len(readme.splitlines()) <= 130
+  long = [p[0] for p in _paragraphs(readme) if len(p) > 8]
+  assert not long, f"paragraphs over 8 lines, starting: {long}"

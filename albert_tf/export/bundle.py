@@ -11,8 +11,8 @@ from albert_tf.export import layout
 from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.export.onnx import OPSET, check_onnx_options, export_encoder_onnx
 from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.jobs.option_fields import VERSION, option, sequence_length
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.option_fields import VERSION, option, sequence_length
 from albert_tf.training.options import check_sequence_length
 from albert_tf.training.precision import precision_policy
 
@@ -163,7 +163,7 @@ def _export_version(write, export_dir, version):
   next export removes."""
   files.remove_interrupted(paths=[os.path.join(export_dir, "bundle")])
   written_dir = files.temporary_name(os.path.join(export_dir, "bundle"))
-  os.makedirs(export_dir, exist_ok=True)
+  files.makedirs(export_dir)
   try:
     return _into_versions(written_dir, export_dir, version, write(written_dir))
   except BaseException:
@@ -178,18 +178,18 @@ def _into_versions(written_dir, export_dir, version, written):
   do not read). `written`: {key: path under written_dir}; returns {key: final path}."""
   extra = os.path.join("encoder", str(version), "assets.extra")
   placed = {top: os.path.join(top, str(version))
-            if os.path.exists(os.path.join(written_dir, top, layout.SAVED_MODEL))
-            else os.path.join(extra, top) for top in os.listdir(written_dir)}
+            if files.exists(os.path.join(written_dir, top, layout.SAVED_MODEL))
+            else os.path.join(extra, top) for top in files.listdir(written_dir)}
   for top, path in placed.items():
     if path.startswith(extra):
-      os.makedirs(os.path.join(written_dir, "encoder", "assets.extra"), exist_ok=True)
-      os.rename(os.path.join(written_dir, top),
-                os.path.join(written_dir, "encoder", "assets.extra", top))
+      files.makedirs(os.path.join(written_dir, "encoder", "assets.extra"))
+      files.rename(os.path.join(written_dir, top),
+                   os.path.join(written_dir, "encoder", "assets.extra", top))
   for top, path in sorted(placed.items()):
     if not path.startswith(extra):
-      os.makedirs(os.path.join(export_dir, top), exist_ok=True)
-      os.rename(os.path.join(written_dir, top), os.path.join(export_dir, path))
-  os.rmdir(written_dir)
+      files.makedirs(os.path.join(export_dir, top))
+      files.rename(os.path.join(written_dir, top), os.path.join(export_dir, path))
+  files.remove(written_dir)
   paths = {}
   for key, path in written.items():
     top, _, rest = os.path.relpath(path, written_dir).partition(os.sep)
@@ -200,7 +200,7 @@ def _into_versions(written_dir, export_dir, version, written):
 def _write_bundle(model, has_mlm_head, export_dir, spm_model_file, vocab_file, do_lower_case,
                   max_seq_length, tflite, tflite_quantize, jit_compile, onnx=False,
                   onnx_quantize=False):
-  os.makedirs(export_dir)
+  files.makedirs(export_dir)
   paths = {"encoder": export_encoder(model, os.path.join(export_dir, "encoder"),
                                      jit_compile=jit_compile)}
   if spm_model_file or vocab_file:

@@ -15,7 +15,7 @@ vocabulary, a 0/1 mask, masked_lm_positions inside the row; a request that break
 INVALID_ARGUMENT naming the input, an empty batch gets empty outputs.
 With `jit_compile=True` the signatures are compiled by XLA as one cluster each (ALBERT-base
 on a 2-core CPU, seq 128: about 0.85x the plain graph's latency at batch 1, 0.87x at batch 32;
-BENCHMARKS.md). XLA compiles
+docs/benchmarks-history.md). XLA compiles
 once per input shape, and TF Serving runs such a model only when started with
 `--xla_cpu_compilation_enabled=true` (an experimental flag), so the default is a plain graph.
 Loaded with `albert_tf.load_saved_model` (or `hub.KerasLayer(load_saved_model(path),

@@ -12,7 +12,7 @@ import dataclasses
 import os
 
 from albert_tf import files
-from albert_tf.option_fields import VERSION, is_version
+from albert_tf.jobs.option_fields import VERSION, is_version
 
 SAVED_MODEL = "saved_model.pb"
 

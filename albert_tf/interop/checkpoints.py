@@ -566,7 +566,7 @@ def save_tf1_checkpoint(model, path, global_step=None, variables=None):
   """
   path = os.fspath(path)
   directory = os.path.dirname(path) or "."
-  os.makedirs(directory, exist_ok=True)
+  files.makedirs(directory)
   names = tf1_variable_map(model)
   if variables is not None:
     keep = {v.ref() for v in variables}
@@ -578,14 +578,14 @@ def save_tf1_checkpoint(model, path, global_step=None, variables=None):
     tensors.append(tf.constant(global_step, tf.int64))
   # Saved into a temporary folder (files.py's rule), then renamed into place, index last.
   tmp = files.temporary_name(path)
-  os.makedirs(tmp)
+  files.makedirs(tmp)
   try:
     with tf.device("CPU:0"):
       tf.raw_ops.SaveV2(prefix=os.path.join(tmp, "ckpt"), tensor_names=tensor_names,
                         shape_and_slices=[""] * len(tensor_names), tensors=tensors)
-    for data_file in sorted(tf.io.gfile.glob(os.path.join(tmp, "ckpt.data-*"))):
-      os.replace(data_file, path + os.path.basename(data_file)[len("ckpt"):])
-    os.replace(os.path.join(tmp, "ckpt.index"), path + ".index")
+    for data_file in sorted(files.glob(os.path.join(tmp, "ckpt.data-*"))):
+      files.rename(data_file, path + os.path.basename(data_file)[len("ckpt"):])
+    files.rename(os.path.join(tmp, "ckpt.index"), path + ".index")
   finally:
     files.remove(tmp)
   base = os.path.basename(path)

@@ -400,3 +400,8 @@ def convert(from_format, to_format, source, output_dir, **read_options):
   logger.info("%s (%s head) -> %s %s", source, converted.head, to_format, output_dir)
   return converted
 
+
+
+if __name__ == "__main__":  # documented as a command before the re-foldering (issue 42)
+  import sys  # pylint: disable=g-import-not-at-top
+  sys.exit("python -m albert_tf.interop.convert moved: run python -m albert_tf.cli.convert")

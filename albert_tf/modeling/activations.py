@@ -43,7 +43,7 @@ def _in_float32(function):
   """`function` computed in float32 from bfloat16/float16 tensors, the result in their dtype.
   For XLA on CPUs: its bfloat16 elementwise code rounds after every op and ran the GELU 2.8x
   slower than the float32 formula with the casts fused in (ALBERT-base FFN activations,
-  forward and gradient; BENCHMARKS.md), and rounding once is closer to the formula."""
+  forward and gradient; docs/benchmarks-history.md), and rounding once is closer to the formula."""
   def computed(*tensors):
     dtype = tensors[0].dtype
     return tf.cast(function(*(tf.cast(t, tf.float32) for t in tensors)), dtype)

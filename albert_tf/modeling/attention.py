@@ -109,7 +109,8 @@ class SelfAttention(tf_keras.layers.Layer):
     v = self._split_heads(self.value(x), batch, seq)
     # Heads first and plain batched matmuls (k transposed inside the matmul): the einsums
     # "bfnd,btnd->bnft" / "bnft,btnd->bfnd" copied their operands into this layout on every
-    # call and in the gradient (ALBERT-base train step: -0.2 s; BENCHMARKS.md). Same products.
+    # call and in the gradient (ALBERT-base train step: -0.2 s; docs/benchmarks-history.md).
+    # Same products.
     scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, from, to]
     if not scale_q:
       scores = scores * scale

@@ -4,7 +4,7 @@ TensorFlow's dropout draws one Philox number per element (`RandomUniform`), comp
 selects, and keeps the boolean mask for the gradient. In an ALBERT-base fine-tuning step
 (batch 32 x seq 128, dropout 0.1: the attention probabilities and two sublayer outputs per
 layer application) that was about a tenth of a bfloat16 step's op time on a CPU without AMX
-(BENCHMARKS.md). Here element `i` of a call keyed by `seed` (int32 `[2]`) is kept when
+(docs/benchmarks-history.md). Here element `i` of a call keyed by `seed` (int32 `[2]`) is kept when
 `mix(mix(i * 0x9E3779B9 + seed[0]) ^ seed[1]) >= round(rate * 2**32)`, `mix` being MurmurHash3's
 32-bit finalizer: a few integer operations per element that XLA vectorises, fused with the
 scaling; the backward pass recomputes the mask from the seed instead of keeping it. Kept

@@ -4,7 +4,7 @@ Keras' `LayerNormalization` with ALBERT's epsilon (1e-12, below what its fused k
 runs as about a dozen TensorFlow ops per application (moments, `batch_normalization`, and under
 `mixed_bfloat16` a cast to float32 and back), and its gradient as about twenty more, each a pass
 over `[tokens, hidden]`: 15% of an ALBERT-base bfloat16 pretraining step's op time on an AMX
-CPU, where the matrix products are fast (BENCHMARKS.md). `layer_norm_xla` computes the same
+CPU, where the matrix products are fast (benchmarks-history.md). `layer_norm_xla` computes the same
 function as one compiled forward and one compiled gradient, which recomputes the statistics
 from `x` instead of keeping the layer's intermediates. Exported models keep the Keras layer
 (see `activations.plain_activations`).

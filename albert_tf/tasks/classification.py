@@ -22,11 +22,11 @@ from albert_tf.data.classification.features import (classification_dataset,
 from albert_tf.data.classification.registry import get_processor
 from albert_tf.data.classification.submissions import write_clue_predictions, write_glue_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
+from albert_tf.jobs.option_fields import option, sequence_length
 from albert_tf.metrics.glue import compute_metrics
 from albert_tf.metrics.majority import majority_share
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import INPUT_NAMES
-from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks import distillation
 from albert_tf.tasks.distillation import DistillOptions
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask

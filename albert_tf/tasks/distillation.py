@@ -24,10 +24,10 @@ from albert_tf.config import CONFIG_NAME, AlbertConfig
 from albert_tf.interop import huggingface
 from albert_tf.interop.checkpoints import load_checkpoint
 from albert_tf.interop.saved_models import load_saved_model
+from albert_tf.jobs.option_fields import flag_name, option
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.encoder import INPUT_NAMES
-from albert_tf.option_fields import flag_name, option
 from albert_tf.training.options import check_options
 
 logger = logging.getLogger(__name__)

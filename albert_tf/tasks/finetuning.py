@@ -16,7 +16,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.export import layout
 from albert_tf.interop import sources
 from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
-from albert_tf.option_fields import VERSION, option
+from albert_tf.jobs.option_fields import VERSION, option
 from albert_tf.tasks import distillation
 from albert_tf.tasks.recipes import RECIPES
 from albert_tf.training.optimization import layerwise_lr_multipliers

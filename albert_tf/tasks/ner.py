@@ -30,11 +30,11 @@ from albert_tf.config import MODEL_FLAGS_NAME
 from albert_tf.data import ner as ner_data
 from albert_tf.data import ner_features
 from albert_tf.data.ner_features import WORD_SPLITS
+from albert_tf.jobs.option_fields import option, sequence_length
 from albert_tf.metrics.ner import ner_results
 from albert_tf.metrics.results import write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.token_classifier import WORD_POSITIONS, AlbertTokenClassifier
-from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask
 from albert_tf.training.options import check_options
 from albert_tf.training.task import Serving

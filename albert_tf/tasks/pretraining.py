@@ -19,8 +19,8 @@ from albert_tf.data.pretraining.dataset import (check_pretraining_files, count_i
                                                 pretraining_dataset)
 from albert_tf.data.pretraining.records import feature_spec
 from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.jobs.option_fields import option, sequence_length
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.option_fields import option, sequence_length
 from albert_tf.training import recovery
 from albert_tf.training.options import TrainingOptions, check_options, check_sequence_length
 from albert_tf.training.task import Schedule, Task

@@ -17,10 +17,10 @@ import tensorflow as tf
 from albert_tf import files
 from albert_tf.data import race as race_data
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
+from albert_tf.jobs.option_fields import option, sequence_length
 from albert_tf.metrics.results import write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
-from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask, check_cache_writable
 from albert_tf.training import recovery
 from albert_tf.training.options import check_options

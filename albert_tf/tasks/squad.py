@@ -19,12 +19,12 @@ import tensorflow as tf
 from albert_tf.data import squad as squad_data
 from albert_tf.data import squad_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
+from albert_tf.jobs.option_fields import option, sequence_length
 from albert_tf.metrics import cmrc2018
 from albert_tf.metrics import squad as squad_metrics
 from albert_tf.metrics.results import write_results, write_summaries
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.squad import AlbertSquad
-from albert_tf.option_fields import option, sequence_length
 from albert_tf.tasks.finetuning import FineTuningOptions, FineTuningTask, check_cache_writable
 from albert_tf.training.options import check_options
 from albert_tf.training.task import Serving

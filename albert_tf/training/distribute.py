@@ -5,7 +5,7 @@ import logging
 
 import tensorflow as tf
 
-from albert_tf.option_fields import option
+from albert_tf.jobs.option_fields import option
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 logger = logging.getLogger(__name__)

@@ -3,8 +3,8 @@ refuses values which cannot mean anything, naming the flag."""
 
 import dataclasses
 
-from albert_tf import option_fields
-from albert_tf.option_fields import declaration, flag_name, option
+from albert_tf.jobs import option_fields
+from albert_tf.jobs.option_fields import declaration, flag_name, option
 from albert_tf.training.precision import PRECISIONS
 
 

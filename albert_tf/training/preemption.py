@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 
-from albert_tf import signals
+from albert_tf.jobs import signals
 
 logger = logging.getLogger(__name__)
 

@@ -168,9 +168,9 @@ def _checkpoint_number(path):
 
 def _move_aside(prefix, folder_name):
   folder = os.path.join(os.path.dirname(prefix), folder_name)
-  tf.io.gfile.makedirs(folder)
-  for path in tf.io.gfile.glob(prefix + ".*"):
-    tf.io.gfile.rename(path, os.path.join(folder, os.path.basename(path)), overwrite=True)
+  files.makedirs(folder)
+  for path in files.glob(prefix + ".*"):
+    files.rename(path, os.path.join(folder, os.path.basename(path)))
   return os.path.join(folder, os.path.basename(prefix))
 
 

@@ -50,9 +50,9 @@ import time
 import typing
 
 from albert_tf import files
-from albert_tf import signals
 from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import create
+from albert_tf.jobs import signals
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "albert_tf"

@@ -30,14 +30,14 @@ import signal
 import time
 
 from albert_tf import files
-from albert_tf import signals
 from albert_tf import tokenization
 from albert_tf.data import tfrecords
 from albert_tf.data.pretraining import records
 from albert_tf.data.pretraining.instances import InstanceOptions, create_instances
 from albert_tf.data.pretraining.masking import (MaskingOptions, continued_word_start,
                                                 mark_continued, num_to_predict)
-from albert_tf.option_fields import option, sequence_length
+from albert_tf.jobs import signals
+from albert_tf.jobs.option_fields import option, sequence_length
 
 logger = logging.getLogger(__name__)
 

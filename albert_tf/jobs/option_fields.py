@@ -15,8 +15,8 @@ int, float, bool, or tuple (a comma-separated list). A field declared without he
 (`train_batch_size: int = 4096`): the flag keeps the help, choices and bound of the declaration
 it overrides (`declaration`).
 
-This module sits at the bottom of the house so that every options dataclass can use it, from
-data/pretraining's CreationOptions up to export's BundleOptions.
+This module sits on the bottom floor (albert_tf/jobs/) so that every options dataclass can use
+it, from data/pretraining's CreationOptions up to export's BundleOptions.
 """
 
 import dataclasses

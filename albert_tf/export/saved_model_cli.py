@@ -1,0 +1,8 @@
+"""`python -m albert_tf.export.saved_model_cli`, as documented before the re-foldering (issue
+42), is `python -m albert_tf.cli.saved_model_cli` now: this module only says so, and exits 1."""
+
+import sys
+
+if __name__ == "__main__":
+  sys.exit("python -m albert_tf.export.saved_model_cli moved: "
+           "run python -m albert_tf.cli.saved_model_cli")
