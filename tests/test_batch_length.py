@@ -11,6 +11,7 @@ import tensorflow as tf
 from albert_tf.data.batch_length import trim_batch, trimmed_length
 from albert_tf.data.classification.features import SEQUENCE_FEATURES, classification_dataset
 from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
+from albert_tf.tasks.race import RaceOptions, RaceTask
 from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA, float32_atol
 
@@ -74,3 +75,37 @@ def test_trimmed_sst2_training_and_evaluation_equal_the_fixed_length_run(
   assert trimmed_eval["accuracy"] == fixed_eval["accuracy"]
   np.testing.assert_allclose(trimmed_eval["loss"], fixed_eval["loss"],
                              atol=float32_atol(fixed_eval["loss"], 64 * 2 * 6))
+
+
+def test_trimmed_multiple_choice_training_and_evaluation_equal_the_fixed_length_run(
+    no_encoder_dropout, tmp_path):
+  colours = ["red", "blue", "green", "black"]
+  rows = ["passage,question,a,b,c,d,answer"] + [
+      f"The {'old ' * (i % 5)}car is {colours[i % 4]}.,What colour is the car?,"
+      f"{','.join(colours)},{i % 4}" for i in range(16)]
+  for split in ("train", "dev"):
+    (tmp_path / f"{split}.csv").write_text("\n".join(rows) + "\n")
+  results = {}
+  for trim in (False, True):
+    options = RaceOptions(
+        task_name="csv", data_dir=str(tmp_path), output_dir=str(tmp_path / f"trim-{trim}"),
+        context_column="passage", question_column="question", label_column="answer",
+        option_columns=("a", "b", "c", "d"), albert_config_file=str(no_encoder_dropout),
+        spm_model_file=str(SPM), max_seq_length=48, max_qa_length=16, train_batch_size=4,
+        eval_batch_size=8, learning_rate=1e-3, train_step=4, warmup_step=0,
+        save_checkpoints_steps=4, iterations_per_loop=1, seed=1, log_every_seconds=0,
+        cached_dir=str(tmp_path / "features"), trim_batches=trim)
+    history, task = [], RaceTask(options)
+    _, evaluated, _ = Run(task).run_phases(history)
+    results[trim] = [h["loss"] for h in history], evaluated
+  _, dev = task.records("dev")
+  lengths = {int(b["input_mask"].shape[-1]) for b in task._dataset(dev, 8, False)}
+  assert max(lengths) < 48, lengths  # the trimmed run really computed shorter batches
+  (fixed_losses, fixed_eval), (trimmed_losses, trimmed_eval) = results[False], results[True]
+  assert len(fixed_losses) == 4
+  # Each loss sums over up to 48 positions in attention, per layer and step.
+  np.testing.assert_allclose(trimmed_losses, fixed_losses,
+                             atol=float32_atol(fixed_losses, 48 * 2 * 4))
+  assert trimmed_eval["accuracy"] == fixed_eval["accuracy"]
+  np.testing.assert_allclose(trimmed_eval["loss"], fixed_eval["loss"],
+                             atol=float32_atol(fixed_eval["loss"], 48 * 2 * 4))
