@@ -109,3 +109,23 @@ def test_trimmed_multiple_choice_training_and_evaluation_equal_the_fixed_length_
   assert trimmed_eval["accuracy"] == fixed_eval["accuracy"]
   np.testing.assert_allclose(trimmed_eval["loss"], fixed_eval["loss"],
                              atol=float32_atol(fixed_eval["loss"], 48 * 2 * 4))
+
+
+def test_trimmed_batches_under_xla_accumulation_and_loops_of_steps_equal_the_fixed_length_run(
+    no_encoder_dropout, tmp_path):
+  """XLA compiles one program per length (a multiple of 16: few), the loop of 3 steps traces
+  once, and micro-batches are cut from the trimmed batch. The head's dropout is off: under XLA
+  its draws differ between compiled programs, a different draw of the same dropout."""
+  losses = {}
+  for trim in (False, True):
+    options = _options(tmp_path / f"trim-{trim}", tmp_path / "features", trim,
+                       no_encoder_dropout)
+    options.do_eval, options.jit_compile, options.gradient_accumulation_steps = False, True, 2
+    options.iterations_per_loop = 3
+    run, history = Run(ClassificationTask(options)), []
+    run.loop.model.head.dropout.rate = 0.0
+    run.run_phases(history)
+    losses[trim] = [h["loss"] for h in history]
+  assert len(losses[False]) == 2  # two loops of 3 steps: each loop's mean loss
+  np.testing.assert_allclose(losses[True], losses[False],
+                             atol=float32_atol(losses[False], 64 * 2 * 6))
