@@ -9,10 +9,12 @@ import tensorflow as tf
 
 from albert_tf.data.race import (MultipleChoiceExample, convert_example, process_text, qa_text,
                                  read_race_examples)
+from albert_tf import AlbertConfig
 from albert_tf.export.race_serving import MultipleChoiceServing, export_multiple_choice
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.tokenization.in_graph import InGraphTokenizer
-from conftest import SHARED_DATA
+from conftest import ROOT, SHARED_DATA, float32_atol
 from serving_requests import assert_rejected
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
@@ -145,6 +147,28 @@ def test_wordpiece_mode_keeps_texts_as_they_are_and_packs_as_the_python_path(mod
   expected = _python_inputs(examples, python, max_seq_length=16, max_qa_length=8)
   for name in PACKED:
     np.testing.assert_array_equal(got[name].numpy(), expected[name], err_msg=name)
+
+
+def test_a_request_is_computed_at_its_longest_packed_choice(tokenizer):
+  """Requests are cut to their longest packed choice: a model with 16 positions answers short
+  questions under max_seq_length=64 (it could not run 64 columns), with the probabilities of
+  the same choices packed at 16, to float32 rounding."""
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+      max_position_embeddings=16)
+  model = AlbertMultipleChoice(config).build_for(4)
+  module = MultipleChoiceServing(model, InGraphTokenizer(spm_model_file=SPM), max_seq_length=64,
+                                 max_qa_length=16)
+  articles, questions = ["Tom had tea.", "Ann ran."], ["Who had tea?", "_ ran."]
+  options = [["Tom", "Ann", "We", "They"], ["Ann", "Tom", "", "It"]]
+  out = module.serve(tf.constant(articles), tf.constant(questions), tf.constant(options))
+  examples = _python_examples(articles, questions, options, tokenizer)
+  at_16 = _python_inputs(examples, tokenizer, max_seq_length=16, max_qa_length=13)
+  assert at_16["input_mask"][..., -1].max() == 0  # nothing cut: the same texts as at 64
+  logits = model({k: tf.constant(v) for k, v in at_16.items()}, training=False).numpy()
+  probabilities = tf.nn.softmax(logits).numpy()
+  # A probability sums 16 attention terms per layer, then the 4 choices' exponentials.
+  np.testing.assert_allclose(out["probabilities"], probabilities, rtol=0,
+                             atol=float32_atol(probabilities, 16 * 2 + 4))
 
 
 def test_max_qa_length_must_leave_room_for_the_special_tokens(tmp_path, model):

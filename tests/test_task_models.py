@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
-from albert_tf.export.task_models import ClassifierServing, export_classifier
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.export.task_models import ClassifierServing, FillMaskModel, export_classifier
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tokenization import FullTokenizer, encode_pair
 from albert_tf.tokenization.in_graph import InGraphTokenizer
-from conftest import ROOT, SHARED_DATA, encode_with_masks_python
+from conftest import ROOT, SHARED_DATA, encode_with_masks_python, float32_atol
 from serving_requests import assert_rejected
 
 SPM = str(SHARED_DATA / "sentencepiece" / "spiece.model")
@@ -144,3 +144,33 @@ def test_classifier_serving_computes_a_request_at_its_longest_text(tokenizer):
                   "input_type_ids": tf.constant([f["segment_ids"] for f in features])},
                  training=False)
   np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(logits), rtol=1e-5)
+
+
+def test_fill_mask_computes_a_request_at_its_longest_text(tokenizer):
+  """Requests are cut to their longest packed text: a pretrainer with 16 positions fills short
+  texts under max_seq_length=64 (it could not run 64 columns), with the top tokens and
+  probabilities of the same texts padded to 16, to float32 rounding."""
+  config = AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json").replace(
+      max_position_embeddings=16)
+  model = AlbertPretrainer(config)
+  fill_mask = FillMaskModel(model, InGraphTokenizer(spm_model_file=SPM), tokenizer.mask_id,
+                            tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size)), 64,
+                            top_k=3, max_masks=2)
+  texts = ["A [MASK] film.", "[MASK] sat on the [MASK]."]
+  out = fill_mask(tf.constant(texts))
+  ids = [[tokenizer.cls_id] + encode_with_masks_python(tokenizer, t) + [tokenizer.sep_id]
+         for t in texts]
+  positions = [[i for i, t in enumerate(row) if t == tokenizer.mask_id] for row in ids]
+  np.testing.assert_array_equal(out["masked_positions"], [positions[0] + [-1], positions[1]])
+  logits = model({"input_word_ids": tf.constant([r + [0] * (16 - len(r)) for r in ids]),
+                  "input_mask": tf.constant([[1] * len(r) + [0] * (16 - len(r)) for r in ids]),
+                  "input_type_ids": tf.zeros([2, 16], tf.int32),
+                  "masked_lm_positions": tf.constant([positions[0] + [0], positions[1]])},
+                 training=False)["mlm_logits"]
+  probs = tf.nn.softmax(logits).numpy()
+  for row, j in ((0, 0), (1, 0), (1, 1)):
+    top = np.argsort(-probs[row, j])[:3]
+    np.testing.assert_array_equal(out["top_ids"][row, j], top)
+    # A probability sums 16 attention terms per layer, then the vocabulary's exponentials.
+    np.testing.assert_allclose(out["top_scores"][row, j], probs[row, j][top], rtol=0,
+                               atol=float32_atol(probs[row, j], 16 * 2 + tokenizer.vocab_size))

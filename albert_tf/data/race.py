@@ -202,11 +202,13 @@ def write_tfrecord(examples, tokenizer, max_seq_length, max_qa_length, path):
 
 
 def multiple_choice_dataset(path, num_choices, max_seq_length, batch_size, is_training,
-                            seed=None):
+                            seed=None, trim=False):
   """Batches: `input_word_ids`, `input_mask`, `input_type_ids` int32 [batch, choices, seq],
   `label_ids` int32 [batch] (-1 when unknown). Training repeats and shuffles (buffer 100, as
-  the original's classifier input) and drops the last partial batch."""
+  the original's classifier input) and drops the last partial batch. With `trim`, seq is each
+  batch's longest choice rounded up (`batch_length.trim_batch`), else max_seq_length."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.batch_length import trim_batch  # pylint: disable=g-import-not-at-top
   shape = [num_choices * max_seq_length]
   spec = {"input_ids": tf.io.FixedLenFeature(shape, tf.int64),
           "input_mask": tf.io.FixedLenFeature(shape, tf.int64),
@@ -225,4 +227,8 @@ def multiple_choice_dataset(path, num_choices, max_seq_length, batch_size, is_tr
   if is_training:
     dataset = dataset.repeat().shuffle(100, seed=seed)
   dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-  return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+  dataset = dataset.batch(batch_size, drop_remainder=is_training)
+  if trim:
+    names = ("input_word_ids", "input_mask", "input_type_ids")
+    dataset = dataset.map(lambda batch: trim_batch(batch, names, max_seq_length))
+  return dataset.prefetch(tf.data.AUTOTUNE)

@@ -22,6 +22,7 @@ import tensorflow as tf
 from albert_tf.export import requests
 from albert_tf.export.examples import parse_examples
 from albert_tf.export.saving import save_atomically
+from albert_tf.export.task_models import trim_padding
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.tokenization.in_graph import (InGraphTokenizer, contains, gather_runs, pack_inputs,
                                              row_prefixes)
@@ -111,7 +112,9 @@ class MultipleChoiceServing(tf.Module):
     return {name: tf.reshape(inputs[name], shape) for name in INPUT_NAMES}
 
   def _serve(self, article, question, options):
-    inputs = self._pack(article, question, options)
+    # Computed at the request's longest packed choice (`trim_padding`); `pack` keeps
+    # max_seq_length, as data.race writes the records.
+    inputs = trim_padding(self._pack(article, question, options))
     logits = tf.cast(self._logits(inputs), tf.float32)
     return {"probabilities": tf.nn.softmax(logits),
             "answer_index": tf.argmax(logits, -1, output_type=tf.int32)}

@@ -7,6 +7,7 @@ Serving can be sent plain strings: `{"instances": [{"text": "the [MASK] sat on t
 
 import tensorflow as tf
 
+from albert_tf.data.batch_length import trim_batch
 from albert_tf.export import requests
 from albert_tf.export.examples import parse_examples
 from albert_tf.export.saving import save_atomically
@@ -58,8 +59,9 @@ class FillMaskModel(tf.Module):
   @requests.signature(text="string [batch]")
   def __call__(self, text):
     ids = encode_with_masks(self.tokenizer, text, self.mask_id)
-    inputs = pack_inputs(ids, max_seq_length=self.max_seq_length,
-                         cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
+    # At the request's longest text (`trim_padding`): every [MASK] read is a real token.
+    inputs = trim_padding(pack_inputs(ids, max_seq_length=self.max_seq_length,
+                                      cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id))
     is_mask = tf.equal(inputs["input_word_ids"], self.mask_id)
     masks = tf.reduce_sum(tf.cast(tf.equal(ids, self.mask_id), tf.int32), axis=1)
     read = tf.reduce_sum(tf.cast(is_mask, tf.int32), axis=1)
@@ -73,7 +75,7 @@ class FillMaskModel(tf.Module):
                            f"fills at most {self.max_masks} (max_masks)", masks)]
     inputs, is_mask = requests.checked((inputs, is_mask), rules)
     positions = tf.ragged.boolean_mask(
-        tf.broadcast_to(tf.range(self.max_seq_length), tf.shape(is_mask)), is_mask)
+        tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask)
     positions = positions.to_tensor(default_value=-1,
                                     shape=[None, self.max_masks])
     outputs = self.encoder(inputs, training=False)
@@ -87,13 +89,16 @@ class FillMaskModel(tf.Module):
 
 
 def trim_padding(inputs):
-  """The packed `inputs` (int32 `[batch, seq]` each) cut to the batch's longest row: a request
-  of short texts is computed at their length, not at `max_seq_length`. For a per-example
-  output the result is the same: padded positions are masked keys, whose attention weights
-  are exactly zero (exp of about -10000), and [CLS] sits at position 0 either way; only the
-  order of float32 sums may differ."""
-  width = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 1)
-  return {name: inputs[name][:, :width] for name in INPUT_NAMES}
+  """The packed `inputs` (int32 `[batch, seq]`, or RACE's `[batch, choices, seq]`, each) cut to
+  the request's longest row: a request of short texts is computed at their length, not at
+  `max_seq_length`. For a per-example or per-real-token output the result is the same:
+  padded positions are masked keys, whose attention weights are exactly zero (exp of about
+  -10000), and [CLS] sits at position 0 either way; only the order of float32 sums may differ.
+  Unlike training batches (`data.batch_length`), the length is not rounded up: a serving
+  signature runs without XLA, and every length shares its one graph."""
+  mask = inputs["input_mask"]
+  return trim_batch({name: inputs[name] for name in INPUT_NAMES}, INPUT_NAMES,
+                    tf.shape(mask)[-1], multiple=1)
 
 
 def sentence_embeddings(outputs, input_mask):

@@ -55,6 +55,16 @@ def sequence_length(default, help, at_least=None):
   return option(default, help, bound=None if at_least is None else f">= {at_least}")
 
 
+def trim_batches():
+  """The `trim_batches` field of a fine-tuning job whose batches can be cut to their longest row
+  (`data.batch_length`): on by default, since the results are the fixed-length run's."""
+  return option(
+      True, "Compute each training and evaluation batch at its longest real row (rounded up to "
+      "a multiple of 16) instead of max_seq_length: the same examples, losses and metrics to "
+      "float32 rounding, less padding computed. --notrim_batches computes every batch at "
+      "max_seq_length, as the original's fixed-length input does.")
+
+
 def declaration(options_class, name):
   """The metadata of field `name` as declared with `option`: in `options_class`, or else in the
   nearest base class that declares it ({} when none does: the field is no flag)."""

@@ -22,7 +22,7 @@ from albert_tf.data.classification.features import (classification_dataset,
 from albert_tf.data.classification.registry import get_processor
 from albert_tf.data.classification.submissions import write_clue_predictions, write_glue_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
-from albert_tf.jobs.option_fields import option, sequence_length
+from albert_tf.jobs.option_fields import option, sequence_length, trim_batches
 from albert_tf.metrics.glue import compute_metrics
 from albert_tf.metrics.majority import majority_share
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -47,6 +47,7 @@ class ClassifierOptions(FineTuningOptions):
       "for your own data.")
   data_dir: str = option(None, "Folder with the task's train/dev/test files.")
   max_seq_length: int = sequence_length(512, "Sequence length.", at_least=3)
+  trim_batches: bool = trim_batches()
   do_eval: bool = option(False, "Evaluate on dev (and keep the best checkpoint).")
   do_predict: bool = option(
       False, "Write test-set predictions: GLUE's <TASK>.tsv, or for a Chinese task CLUE's "
@@ -160,7 +161,7 @@ class ClassificationTask(FineTuningTask):
     o = self.options
     _, path = self.records("train")
     return classification_dataset(path, o.max_seq_length, o.train_batch_size, True,
-                                  self.regression, seed=o.seed)
+                                  self.regression, seed=o.seed, trim=o.trim_batches)
 
   # --- train --------------------------------------------------------------------------------
   def _loss(self, logits, labels):
@@ -180,9 +181,10 @@ class ClassificationTask(FineTuningTask):
     """The model's outputs (logits, or predictions for regression) and the labels of every
     record of `path`, in order."""
     dataset = classification_dataset(path, self.options.max_seq_length, batch_size, False,
-                                     self.regression)
+                                     self.regression, trim=self.options.trim_batches)
 
-    @tf.function
+    # One trace for every batch length (the sequence axis is None in the spec when trimmed).
+    @tf.function(input_signature=[dataset.element_spec])
     def step(batch):
       return model({n: batch[n] for n in INPUT_NAMES}, training=False)
 

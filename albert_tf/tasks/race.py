@@ -17,7 +17,7 @@ import tensorflow as tf
 from albert_tf import files
 from albert_tf.data import race as race_data
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
-from albert_tf.jobs.option_fields import option, sequence_length
+from albert_tf.jobs.option_fields import option, sequence_length, trim_batches
 from albert_tf.metrics.results import write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
@@ -39,6 +39,7 @@ class RaceOptions(FineTuningOptions):
                          "task's train/dev/test files).")
   dropout_prob: float = option(0.1, "Dropout on the pooled output.", bound="in [0, 1)")
   max_seq_length: int = sequence_length(512, "Pieces per choice, all included.", at_least=4)
+  trim_batches: bool = trim_batches()
   max_qa_length: int = option(128, "Question + option pieces kept (their last ones).",
                               bound=">= 1")
   high_only: bool = option(False, "Only the high-school questions.")
@@ -143,8 +144,10 @@ class RaceTask(FineTuningTask):
     return examples, path
 
   def _dataset(self, path, batch_size, is_training):
-    return race_data.multiple_choice_dataset(path, self.num_choices, self.options.max_seq_length,
-                                             batch_size, is_training, seed=self.options.seed)
+    o = self.options
+    return race_data.multiple_choice_dataset(path, self.num_choices, o.max_seq_length,
+                                             batch_size, is_training, seed=o.seed,
+                                             trim=o.trim_batches)
 
   # --- train, eval, predict -----------------------------------------------------------------
   def train_dataset(self):
@@ -157,11 +160,14 @@ class RaceTask(FineTuningTask):
   def probabilities(self, model, path, batch_size):
     """Softmax over the choices of every record of `path`, [questions, choices], in order."""
 
-    @tf.function
+    dataset = self._dataset(path, batch_size, False)
+
+    # One trace for every batch length (the sequence axis is None in the spec when trimmed).
+    @tf.function(input_signature=[dataset.element_spec])
     def step(batch):
       return tf.nn.softmax(model({n: batch[n] for n in INPUT_NAMES}, training=False))
 
-    rows = [step(batch).numpy() for batch in self._dataset(path, batch_size, False)]
+    rows = [step(batch).numpy() for batch in dataset]
     return np.concatenate(rows)
 
   def score(self, examples, probabilities):

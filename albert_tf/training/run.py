@@ -16,6 +16,8 @@ stops the phase at once (`preemption.sigterm_raises`): what the phases write app
 import logging
 import os
 
+import tensorflow as tf
+
 from albert_tf import files
 from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.metrics.results import read_result, write_results, write_summaries
@@ -44,6 +46,11 @@ class Run:
     self.best_update_interrupted = bool(self.best and self.best.finish_interrupted_update())
     files.remove_interrupted(o.output_dir, [getattr(o, "export_dir", None)])
     self.loop = TrainingLoop(task, o, strategy, do_train=getattr(o, "do_train", True))
+    if getattr(o, "trim_batches", False) and isinstance(self.loop.strategy,
+                                                         tf.distribute.TPUStrategy):
+      # A TPU compiles one program per shape: batches stay at max_seq_length there.
+      logger.info("--trim_batches is off on a TPU (its programs need static shapes)")
+      o.trim_batches = False
     self.last_eval = None  # the latest dev results of this run
 
   def run_phases(self, history=None):

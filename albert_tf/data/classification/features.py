@@ -106,17 +106,23 @@ def _check_record_length(path, max_seq_length):
                      f"{max_seq_length}; pass {got} or recreate the file")
 
 
+# The features of a batch whose last axis is the sequence.
+SEQUENCE_FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
 def classification_dataset(path, max_seq_length, batch_size, is_training, regression,
-                           seed=None, drop_remainder=None, shuffle_buffer=100):
+                           seed=None, drop_remainder=None, shuffle_buffer=100, trim=False):
   """Batches of parsed records with the model's input names.
 
   Yields dicts: `input_word_ids`, `input_mask`, `input_type_ids` (int32 [batch, seq]),
   `label_ids` (int32, or float32 for regression, [batch]) and `is_real_example` (int32
   [batch]). Training repeats and shuffles records with the original's buffer of 100 and
   drops the last partial batch; eval keeps file order and, unless `drop_remainder`, every
-  record. `path` is one file or a list of files.
+  record. `path` is one file or a list of files. With `trim`, seq is each batch's longest row
+  rounded up (`batch_length.trim_batch`: the same batches, less padding), else max_seq_length.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.batch_length import trim_batch  # pylint: disable=g-import-not-at-top
   files = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else list(path)
   for file in files:
     if not tf.io.gfile.exists(file):
@@ -128,9 +134,10 @@ def classification_dataset(path, max_seq_length, batch_size, is_training, regres
     example = tf.io.parse_example(records, spec)
     example = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
                for k, v in example.items()}
-    return {"input_word_ids": example["input_ids"], "input_mask": example["input_mask"],
-            "input_type_ids": example["segment_ids"], "label_ids": example["label_ids"],
-            "is_real_example": example["is_real_example"]}
+    batch = {"input_word_ids": example["input_ids"], "input_mask": example["input_mask"],
+             "input_type_ids": example["segment_ids"], "label_ids": example["label_ids"],
+             "is_real_example": example["is_real_example"]}
+    return trim_batch(batch, SEQUENCE_FEATURES, max_seq_length) if trim else batch
 
   dataset = tf.data.TFRecordDataset(files)
   if is_training:
