@@ -7,11 +7,12 @@ import os
 import pytest
 
 from albert_tf.export import bundle, layout
+from albert_tf.jobs import versions
 
 
 def saved_model(folder):
   os.makedirs(folder, exist_ok=True)
-  (folder / layout.SAVED_MODEL).write_bytes(b"stand-in")
+  (folder / versions.SAVED_MODEL).write_bytes(b"stand-in")
 
 
 def test_versions_are_integer_folders_holding_a_complete_saved_model(tmp_path):
@@ -20,24 +21,24 @@ def test_versions_are_integer_folders_holding_a_complete_saved_model(tmp_path):
   os.makedirs(tmp_path / "4")  # being written (or damaged): no saved_model.pb
   saved_model(tmp_path / "0")
   saved_model(tmp_path / "5.tmp-0a1b2c3d")
-  assert layout.versions(tmp_path) == [1, 3, 12]
-  assert layout.versions(tmp_path / "absent") == []
+  assert versions.versions(tmp_path) == [1, 3, 12]
+  assert versions.versions(tmp_path / "absent") == []
 
 
 def test_auto_is_the_next_version_and_a_served_version_is_never_replaced(tmp_path):
-  assert layout.version_path(tmp_path / "m", "auto") == str(tmp_path / "m" / "1")
+  assert versions.version_path(tmp_path / "m", "auto") == str(tmp_path / "m" / "1")
   saved_model(tmp_path / "m" / "1")
   saved_model(tmp_path / "m" / "7")
-  assert layout.version_path(tmp_path / "m", "auto") == str(tmp_path / "m" / "8")
-  assert layout.version_path(tmp_path / "m", "2") == str(tmp_path / "m" / "2")
-  assert layout.version_path(tmp_path / "m", None) == tmp_path / "m"
+  assert versions.version_path(tmp_path / "m", "auto") == str(tmp_path / "m" / "8")
+  assert versions.version_path(tmp_path / "m", "2") == str(tmp_path / "m" / "2")
+  assert versions.version_path(tmp_path / "m", None) == tmp_path / "m"
   with pytest.raises(FileExistsError, match=r"--export_version=7: .*m/7 exists \(a served "
                                             r"version is never replaced"):
-    layout.version_path(tmp_path / "m", 7)
+    versions.version_path(tmp_path / "m", 7)
   for bad in ("0", "-1", "v2", "1.5"):
     with pytest.raises(ValueError, match=rf"--export_version must be a positive integer or "
                                          rf"auto, got '{bad}'"):
-      layout.version_path(tmp_path / "m", bad)
+      versions.version_path(tmp_path / "m", bad)
 
 
 def test_a_versioned_bundle_places_each_model_in_its_version_and_keeps_the_earlier_ones(tmp_path):
@@ -61,7 +62,7 @@ def test_a_versioned_bundle_places_each_model_in_its_version_and_keeps_the_earli
                    "tflite": str(base / "encoder" / "3" / "assets.extra" / "encoder.tflite")}
   assert (base / "encoder" / "3" / "assets.extra" / "encoder.tflite").read_bytes() == b"tflite"
   assert sorted(os.listdir(base)) == ["encoder", "fill_mask", "preprocessing"]
-  assert layout.versions(base / "preprocessing") == [2, 3]
+  assert versions.versions(base / "preprocessing") == [2, 3]
   with pytest.raises(FileExistsError, match=r"--export_version=3: .*exists"):
     bundle._bundle_version(str(base), 3)
 

@@ -25,7 +25,7 @@ import os
 import tensorflow as tf
 
 from albert_tf import files
-from albert_tf.export import layout
+from albert_tf.jobs import versions
 from albert_tf.metrics import sweeps
 from albert_tf.metrics.results import write_results
 from albert_tf.tasks.finetuning import check_export_dir
@@ -248,7 +248,7 @@ def _keep_best(options, summary):
   if previous and _is_export_target(previous, options):
     summary["exported"] = previous
   elif files.isdir(os.path.join(run, EXPORT)):
-    target = layout.version_path(options.export_dir, options.export_version)
+    target = versions.version_path(options.export_dir, options.export_version)
     with files.atomic_path(target) as tmp:
       _copy_tree(os.path.join(run, EXPORT), tmp)
     summary["exported"] = target
@@ -259,7 +259,7 @@ def _is_export_target(path, options):
   """Whether the export at `path` is where this command's --export_dir / --export_version put
   it (a rerun with another --export_dir exports there too)."""
   base = options.export_dir.rstrip("/")
-  version = layout.parse_version(options.export_version)
+  version = versions.parse_version(options.export_version)
   if version is None:
     return path.rstrip("/") == base
   if version == "auto":

@@ -7,10 +7,10 @@ import os
 
 from albert_tf import files
 from albert_tf.config import AlbertConfig
-from albert_tf.export import layout
 from albert_tf.export.encoder import export_encoder, export_tflite
 from albert_tf.export.onnx import OPSET, check_onnx_options, export_encoder_onnx
 from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.jobs import versions
 from albert_tf.jobs.option_fields import VERSION, option, sequence_length
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.training.options import check_sequence_length
@@ -101,7 +101,7 @@ def export_bundle(albert_config_file, checkpoint, export_dir, **settings):
   config = AlbertConfig.from_json_file(albert_config_file)
   check_sequence_length(o.max_seq_length, config)
   export_dir = os.path.normpath(os.fspath(export_dir))
-  version = layout.parse_version(o.export_version)
+  version = versions.parse_version(o.export_version)
   if os.path.exists(export_dir) and not os.path.isdir(export_dir):
     raise NotADirectoryError(f"--export_dir={export_dir} exists and is not a directory")
   if version is not None:
@@ -147,7 +147,7 @@ def _bundle_version(export_dir, version):
   the highest of any of them; one already present is refused before any work."""
   if version == "auto":
     present = [v for name in BUNDLE_ENTRIES
-               for v in layout.versions(os.path.join(export_dir, name))]
+               for v in versions.versions(os.path.join(export_dir, name))]
     version = max(present, default=0) + 1
   for name in BUNDLE_ENTRIES:
     path = os.path.join(export_dir, name, str(version))
@@ -178,7 +178,7 @@ def _into_versions(written_dir, export_dir, version, written):
   do not read). `written`: {key: path under written_dir}; returns {key: final path}."""
   extra = os.path.join("encoder", str(version), "assets.extra")
   placed = {top: os.path.join(top, str(version))
-            if files.exists(os.path.join(written_dir, top, layout.SAVED_MODEL))
+            if files.exists(os.path.join(written_dir, top, versions.SAVED_MODEL))
             else os.path.join(extra, top) for top in files.listdir(written_dir)}
   for top, path in placed.items():
     if path.startswith(extra):

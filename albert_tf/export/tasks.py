@@ -4,13 +4,13 @@ built from the model the run trained."""
 import logging
 import os
 
-from albert_tf.export import layout
 from albert_tf.export.ner_serving import export_ner
 from albert_tf.export.onnx import OPSET, export_onnx, task_computation
 from albert_tf.export.race_serving import export_multiple_choice
 from albert_tf.export.squad_serving import export_squad
 from albert_tf.export.task_models import export_classifier
 from albert_tf.export.tflite import export_classifier_tflite
+from albert_tf.jobs import versions
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def export_task(task, model, export_dir=None):
   if serving is None:
     raise ValueError(f"{type(task).__name__} has no serving model to export")
   export_dir = export_dir or task.options.export_dir
-  export_dir = layout.version_path(export_dir, getattr(task.options, "export_version", None))
+  export_dir = versions.version_path(export_dir, getattr(task.options, "export_version", None))
   what, write = EXPORTERS[serving.kind]
   path = write(model, export_dir, **serving.settings)
   logger.info("Exported the serving model (%s) to %s", what, path)

@@ -24,6 +24,7 @@ import time
 from albert_tf import files
 from albert_tf.export import layout, rest_json
 from albert_tf.export.warmup import WARMUP_FILE
+from albert_tf.jobs import versions
 
 logger = logging.getLogger("albert_tf.serve")
 
@@ -212,7 +213,7 @@ class ManagedModel:
     client depends on the server."""
     if strict:
       self.spec.chosen_versions()  # FileNotFoundError naming the path and what is missing
-    wanted = self.spec.wanted(layout.versions(self.spec.base_path))
+    wanted = self.spec.wanted(versions.versions(self.spec.base_path))
     for version in wanted:
       status = self.status.get(version)
       if version in self.available:
@@ -240,7 +241,7 @@ class ManagedModel:
     try:
       if not files.isdir(os.path.join(path, "variables")):
         raise FileNotFoundError(
-            f"{path} has {layout.SAVED_MODEL} but no variables/ folder: a SavedModel is both "
+            f"{path} has {versions.SAVED_MODEL} but no variables/ folder: a SavedModel is both "
             "(still being copied? it is tried again when its files change)")
       loaded = load_saved_model(path)
       servable = Servable(self.name, version, path, loaded, signature_defs(path), self.batching)

@@ -13,9 +13,9 @@ import tensorflow as tf
 from albert_tf import files
 from albert_tf import tokenization
 from albert_tf.config import AlbertConfig
-from albert_tf.export import layout
 from albert_tf.interop import sources
 from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
+from albert_tf.jobs import versions
 from albert_tf.jobs.option_fields import VERSION, option
 from albert_tf.tasks import distillation
 from albert_tf.tasks.recipes import RECIPES
@@ -207,7 +207,7 @@ def check_export_dir(export_dir, version=None):
                          flag="--export_dir's folder")
   else:
     files.check_writable(export_dir, flag="--export_dir")
-  return layout.version_path(export_dir, version)
+  return versions.version_path(export_dir, version)
 
 
 def check_cache_writable(flag, path):
