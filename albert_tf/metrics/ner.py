@@ -48,12 +48,12 @@ def _chunk_boundary(previous, current):
   # conlleval's O clauses are kept as it lists them, though an O's type "" differs from every
   # entity type, so type_changes alone would also decide them.
   ends = previous_prefix != "O" and (
-      previous_prefix in ("E", "S") or current_prefix in ("B", "S") or type_changes
-      or current_prefix == "O")  # pragma: no mutate (type_changes holds too)
+      current_prefix == "O"  # pragma: no mutate (type_changes holds too)
+      or previous_prefix in ("E", "S") or current_prefix in ("B", "S") or type_changes)
   # Nor is a start read at an O: an O ends no chunk, and the next non-O tag starts one.
   starts = current_prefix != "O" and (  # pragma: no mutate (see above)
-      current_prefix in ("B", "S") or previous_prefix in ("E", "S") or type_changes
-      or previous_prefix == "O")  # pragma: no mutate (type_changes holds too)
+      previous_prefix == "O"  # pragma: no mutate (type_changes holds too)
+      or current_prefix in ("B", "S") or previous_prefix in ("E", "S") or type_changes)
   return ends, starts
 
 
