@@ -3,6 +3,7 @@ then the score of each module.
 
     .venv/bin/pip install mutmut==3.8.1     # not in requirements.txt: a developer's tool
     .venv/bin/python -m tools.mutation      # about four minutes on two cores, one worker
+    .venv/bin/python -m tools.mutation --incremental  # reuse mutmut's results where it may
     .venv/bin/python -m tools.mutation --report   # the last run's scores, nothing rerun
 
 Not in CI: it is slow, and its answer (which mutants survive) is for a person to read. A
@@ -16,6 +17,7 @@ import argparse
 import collections
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -48,8 +50,9 @@ def table(by_module):
   for module in sorted(by_module):
     counts = by_module[module]
     total = sum(counts.values())
-    lines.append(f"| {module} | {counts['killed']} / {total} | "
-                 f"{100 * counts['killed'] / total:.1f}% | {counts['survived']} | "
+    killed = counts["killed"] + counts["timeout"]  # mutmut counts a timeout as killed
+    lines.append(f"| {module} | {killed} / {total} | "
+                 f"{100 * killed / total:.1f}% | {counts['survived']} | "
                  f"{counts['no tests']} |")
   return "\n".join(lines)
 
@@ -57,7 +60,13 @@ def table(by_module):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--report", action="store_true", help="the last run's scores only")
+  parser.add_argument("--incremental", action="store_true",
+                      help="keep mutants/ and mutmut's results of functions that did not change "
+                           "(a changed test alone does not rerun a survivor: the scores to "
+                           "report come from a fresh run)")
   args = parser.parse_args()
+  if not args.report and not args.incremental:
+    shutil.rmtree(ROOT / "mutants", ignore_errors=True)
   if not args.report:
     # One worker: the machines this runs on are shared, and the tests are fast.
     _mutmut("run", "--max-children", "1")
