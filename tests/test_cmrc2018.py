@@ -71,3 +71,58 @@ def test_chinese_contexts_are_told_from_english_ones():
   assert cmrc2018.is_mostly_cjk(["《泡泡战士》由韩国Nexon开发，2V2模式。", "臺灣的總統府"])
   assert not cmrc2018.is_mostly_cjk(["The Nexon game 泡泡战士 was released in 2008."])
   assert not cmrc2018.is_mostly_cjk([])
+
+
+def test_segment_characters_are_u4e00_to_u9fa5_inclusive():
+  assert cmrc2018.mixed_segmentation("一x\u9fa5y") == ["一", "x", "\u9fa5", "y"]
+  assert cmrc2018.mixed_segmentation("x\u9fa6") == ["x\u9fa6"]  # past the official range
+
+
+def test_remove_punctuation_lowercases_strips_and_drops_listed_marks_only():
+  assert cmrc2018.remove_punctuation(" 《NBA》：Finals ") == "nbafinals"
+  assert cmrc2018.remove_punctuation("a b.") == "a b."  # "." is not listed
+
+
+def test_a_predictions_punctuation_is_removed_before_f1_too():
+  assert cmrc2018.f1_score(["ab"], "a-b") == 1.0
+
+
+def test_the_longest_common_substring_may_end_at_either_lists_last_item():
+  assert cmrc2018.longest_common_substring(["b"], ["a", "b"]) == 1
+  assert cmrc2018.longest_common_substring(["a", "b", "c"], ["x", "b", "c"]) == 2
+  assert cmrc2018.longest_common_substring([], ["a"]) == 0
+
+
+def test_scores_are_percentages_of_all_questions_and_skipped_ones_are_counted():
+  def dataset(*ids):
+    return [{"paragraphs": [{"context": "", "qas": [
+        {"id": i, "answers": [{"text": "北京"}]} for i in ids]}]}]
+  one = cmrc2018.evaluate(dataset("a"), {"a": "北京"})
+  assert (one["EM"], one["F1"], one["TOTAL"], one["SKIP"]) == (100.0, 100.0, 1, 0)
+  # Two questions without a prediction, then two answered (one right): 1 of 4.
+  four = cmrc2018.evaluate(dataset("a", "b", "c", "d"), {"c": "北京", "d": "上海"})
+  assert (four["EM"], four["F1"], four["TOTAL"], four["SKIP"]) == (25.0, 25.0, 4, 2)
+  two_right = cmrc2018.evaluate(dataset("a", "b", "c", "d"), {"c": "北京", "d": "北京"})
+  assert two_right["EM"] == two_right["F1"] == 50.0
+
+
+def test_question_ids_used_twice_are_refused_naming_the_first_ten():
+  def dataset(ids):
+    return [{"paragraphs": [{"context": "", "qas": [{"id": i, "answers": []}
+                                                     for i in ids + ids]}]}]
+  ten = [f"q{n}" for n in range(10)]
+  with pytest.raises(ValueError) as refused:
+    cmrc2018.evaluate(dataset(ten), {})
+  assert str(refused.value) == (f"question id(s) used more than once: {', '.join(ten)}; "
+                                "predictions keyed by id cannot score them")
+  with pytest.raises(ValueError) as refused:
+    cmrc2018.evaluate(dataset(ten + ["q10"]), {})
+  assert str(refused.value).startswith(f"question id(s) used more than once: {', '.join(ten)} "
+                                       "...; predictions")
+
+
+def test_mostly_cjk_counts_both_ideograph_blocks_to_their_ends_and_no_spaces():
+  # U+4E00..U+9FFF and Extension A U+3400..U+4DBF, each end included: 4 against 3.
+  assert cmrc2018.is_mostly_cjk(["\u4e00\u9fff\u3400\u4dbfabc"])
+  assert not cmrc2018.is_mostly_cjk(["中中abc"])
+  assert cmrc2018.is_mostly_cjk(["中 \t\n "])

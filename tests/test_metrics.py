@@ -86,3 +86,63 @@ def test_compute_metrics_rejects_mismatched_lengths_and_unknown_tasks():
     compute_metrics("sst-2", [0, 1, 1], [0, 1])
   with pytest.raises(ValueError, match="unknown task"):
     compute_metrics("imdb", [0], [0])
+
+
+def test_inputs_must_be_two_nonempty_1d_sequences():
+  with pytest.raises(ValueError, match=r"must be 1-D, got shapes \(1, 2\) and \(2,\)"):
+    accuracy([[0, 1]], [0, 1])
+  with pytest.raises(ValueError, match=r"must be 1-D, got shapes \(2,\) and \(1, 2\)"):
+    accuracy([0, 1], [[0, 1]])
+  with pytest.raises(ValueError, match="^no predictions to score$"):
+    accuracy([], [])
+
+
+def _matthews_by_definition(predictions, labels):
+  # Gorodkin's R_K written from its definition: covariances of the one-hot indicator matrices.
+  classes = sorted(set(predictions) | set(labels))
+  x = [[float(p == c) for c in classes] for p in predictions]
+  y = [[float(l == c) for c in classes] for l in labels]
+
+  def cov(a, b):
+    n = len(a)
+    mean_a = [sum(row[k] for row in a) / n for k in range(len(classes))]
+    mean_b = [sum(row[k] for row in b) / n for k in range(len(classes))]
+    return sum((a[i][k] - mean_a[k]) * (b[i][k] - mean_b[k])
+               for i in range(n) for k in range(len(classes)))
+
+  return cov(x, y) / math.sqrt(cov(x, x) * cov(y, y))
+
+
+def test_matthews_multiclass_matches_its_definition_when_predicted_and_true_counts_differ():
+  predictions = [0, 0, 0, 1, 2, 2, 1, 0, 2]
+  labels = [0, 1, 2, 1, 2, 0, 1, 1, 2]
+  assert matthews_corrcoef(predictions, labels) == pytest.approx(
+      _matthews_by_definition(predictions, labels))
+  # Swapping the roles keeps the value: R_K is symmetric.
+  assert matthews_corrcoef(labels, predictions) == pytest.approx(
+      matthews_corrcoef(predictions, labels))
+
+
+def test_a_perfect_correlation_is_exactly_one_despite_rounding():
+  # Unclipped, these give 1.0000000000000002 and -1.0000000000000002 (float64 rounding).
+  rising, falling = np.array([3.1, 4.2, 8.3, 4.1]), np.array([4.6, 0.6, 6.4, 8.5])
+  assert pearson(rising, 0.1 * rising + 0.3) == 1.0
+  assert pearson(falling, -0.1 * falling + 0.3) == -1.0
+
+
+def test_ranks_are_one_based_and_ties_share_their_mean_rank():
+  from albert_tf.metrics.glue import _average_ranks  # pylint: disable=import-outside-toplevel
+  # SciPy's rankdata documentation: rankdata([0, 2, 3, 2]) == [1, 2.5, 4, 2.5].
+  assert _average_ranks(np.array([0, 2, 3, 2])).tolist() == [1.0, 2.5, 4.0, 2.5]
+  assert _average_ranks(np.array([5, 5, 5])).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_regression_scores_must_be_one_column_and_every_metric_name_must_be_known():
+  with pytest.raises(ValueError, match=r"regression predictions must be \[n\] or \[n, 1\], got "
+                                       r"\(2, 2\)"):
+    compute_metrics(CsvProcessor("text", regression=True), [[1.0, 2.0], [3.0, 4.0]], [1.0, 2.0])
+  processor = CsvProcessor("text")
+  processor.metric_names = ("accuracy", "bleu")
+  with pytest.raises(ValueError, match="unknown metric 'bleu'; known: accuracy, matthews_corr, "
+                                       "f1, pearson, spearman, corr"):
+    compute_metrics(processor, [0], [0])

@@ -1,5 +1,6 @@
 """Tests for albert_tf.metrics.ner: hand-counted cases, then a second, conlleval-style counter
-on real CoNLL-2003 dev tags with seeded corruptions standing in for a model's predictions."""
+on random invalid tags and on real CoNLL-2003 dev tags with seeded corruptions standing in for a
+model's predictions."""
 
 import collections
 import random
@@ -28,6 +29,19 @@ def test_chunks_read_iobes_tags():
       ("PER", 0, 0), ("LOC", 1, 2), ("LOC", 3, 3)]
   assert get_entities(["B-ORG", "I-ORG", "E-ORG", "E-ORG"]) == [("ORG", 0, 2), ("ORG", 3, 3)]
   assert get_entities(["O", "E-ORG", "S-ORG"]) == [("ORG", 1, 1), ("ORG", 2, 2)]
+
+
+def test_an_s_closes_an_open_entity_of_its_own_type_and_opens_its_own():
+  # conlleval: endOfChunk holds for I- then S- and B- then S-, startOfChunk for any S-.
+  assert get_entities(["B-PER", "I-PER", "S-PER"]) == [("PER", 0, 1), ("PER", 2, 2)]
+  assert get_entities(["I-PER", "S-PER"]) == [("PER", 0, 0), ("PER", 1, 1)]
+  assert get_entities(["B-PER", "S-PER", "E-PER"]) == [("PER", 0, 0), ("PER", 1, 1),
+                                                       ("PER", 2, 2)]
+
+
+def test_a_type_is_everything_after_the_first_dash():
+  # CLUENER-style and user types may hold dashes: B-ORG-GOV is a B- of type ORG-GOV.
+  assert get_entities(["B-ORG-GOV", "I-ORG-GOV", "S-X-Y"]) == [("ORG-GOV", 0, 1), ("X-Y", 2, 2)]
 
 
 def test_bmes_middle_tags_read_as_iobes_inside_tags():
@@ -112,7 +126,7 @@ def test_no_gold_entities_scores_zero_without_dividing_by_zero():
 def test_mismatched_or_malformed_input_is_refused():
   with pytest.raises(ValueError, match="predicted sentences"):
     entity_scores([["O"]], [])
-  with pytest.raises(ValueError, match="sentence 0"):
+  with pytest.raises(ValueError, match="^sentence 0: 1 predicted tags for 2 gold ones$"):
     entity_scores([["O", "O"]], [["O"]])
   for tag in ("PER", "X-PER", "B-", "[PAD]"):
     with pytest.raises(ValueError, match="neither"):
@@ -199,6 +213,23 @@ def conlleval_results(gold_sequences, predicted_sequences):
     results.update({f"{t}_precision": p, f"{t}_recall": r, f"{t}_f1": f,
                     f"{t}_support": found_gold[t]})
   return results
+
+
+def random_tags(rng, sentences):
+  """Sentences of random IOBES tags of two types: every pair of neighbouring tags, valid or
+  not, turns up many times."""
+  tags = ["O"] + [f"{p}-{t}" for p in "BIES" for t in ("PER", "LOC")]
+  return [[rng.choice(tags) for _ in range(rng.randint(0, 12))] for _ in range(sentences)]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_invalid_tags_score_as_conlleval_counts(seed):
+  rng = random.Random(seed)
+  gold = random_tags(rng, 300)
+  predicted = [[rng.choice([tag, "O", "I-PER", "S-LOC", "E-PER", "B-LOC"]) for tag in tags]
+               for tags in gold]
+  assert ner_results(gold, predicted) == conlleval_results(gold, predicted)
+  assert ner_results(predicted, gold) == conlleval_results(predicted, gold)
 
 
 @pytest.fixture(scope="module")

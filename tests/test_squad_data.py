@@ -372,3 +372,39 @@ def test_questions_without_answers_are_left_out_of_scoring():
   predictions["impossible"] = ""
   metrics = squad_metrics.evaluate(scored, predictions, {k: 0.0 for k in predictions})
   assert metrics["exact"] == 100.0 and metrics["HasAns_total"] == metrics["NoAns_total"] == 1
+
+
+def _squad(*qas, context="The Eiffel Tower is in Paris, France."):
+  return [{"paragraphs": [{"context": context, "qas": list(qas)}]}]
+
+
+def test_v1_1_leaves_unanswerable_questions_out_and_articles_need_no_paragraphs():
+  impossible = {"id": "impossible", "question": "Who?", "is_impossible": True}
+  assert squad_metrics.scored_questions(_squad(impossible)) == ([], ["impossible"])
+  assert squad_metrics.scored_questions([{"title": "empty"}], version_2=True) == ([], [])
+
+
+def test_v1_1_scores_are_the_official_normalised_em_and_token_f1_as_percentages():
+  dataset = _squad({"id": "tower", "answers": [{"text": "Eiffel Tower", "answer_start": 4}]},
+                   {"id": "city", "answers": [{"text": "in Paris, France", "answer_start": 19}]})
+  # The official normalisation drops case, punctuation and articles: "the Eiffel tower!" is
+  # exact. "Paris" against "in Paris, France": precision 1, recall 1/3, F1 1/2, EM 0.
+  predictions = {"tower": "the Eiffel tower!", "city": "Paris"}
+  assert squad_metrics.evaluate(dataset, predictions) == {"exact_match": 50.0, "f1": 75.0}
+
+
+def test_v2_best_threshold_answers_each_question_whose_null_odds_are_at_most_it():
+  dataset = _squad({"id": "answered", "answers": [{"text": "France", "answer_start": 30}]},
+                   {"id": "impossible", "answers": []})
+  predictions = {"answered": "France", "impossible": "Paris"}
+  # Null odds above 1.0 predict no answer: "answered" is then wrong, "impossible" right.
+  # The official search walks the questions by rising odds from "all null" (1 right):
+  # answering "answered" (odds 1.5) makes 2 right, answering "impossible" too makes 1.
+  # An id that is not a scored question is no candidate threshold.
+  null_odds = {"answered": 1.5, "impossible": 2.0, "not_scored": 1.7}
+  result = squad_metrics.evaluate(dataset, predictions, null_odds)
+  assert (result["exact"], result["f1"]) == (50.0, 50.0)
+  assert (result["best_exact"], result["best_exact_thresh"]) == (100.0, 1.5)
+  assert (result["best_f1"], result["best_f1_thresh"]) == (100.0, 1.5)
+  assert not [key for key in result if key.startswith("final_")]
+  assert all(type(value) is float for value in result.values())

@@ -57,7 +57,73 @@ def test_a_diverged_run_or_a_constant_classifier_never_wins_and_the_summary_says
   page = sweeps.as_markdown(summary)
   assert "| learned | 0.4900 |" in page and "a constant classifier" in page
   only_bad = sweeps.summarize(records[:2])
-  assert only_bad["best"] is None and "every run was passed over" in sweeps.as_markdown(only_bad)
+  assert only_bad["best"] is None
+  assert "\nBest run: none (every run was passed over)\n" in sweeps.as_markdown(only_bad)
+
+
+def test_runs_without_a_score_or_majority_facts_and_empty_configurations():
+  no_metric = record("no_eval", None)  # finished, but no dev results
+  no_majority = dict(record("regression", 0.5), majority=None)
+  no_accuracy = dict(record("stsb", None), metric="pearson", results={"pearson": 0.5})
+  diverged = record("nan", None, lr=3e-5, status=sweeps.DIVERGED)
+  summary = sweeps.summarize([no_metric, no_majority, no_accuracy, diverged])
+  reasons = {run["name"]: run["passed_over"] for run in summary["runs"]}
+  assert summary["metric"] == "accuracy"  # the first run that names one
+  assert reasons["no_eval"] == "no dev accuracy (was --do_eval given?)"
+  assert reasons["nan"] == "diverged: a non-finite loss"  # no error recorded
+  # Without majority facts, or without an accuracy, no run is called a constant classifier.
+  assert sweeps.constant_classifier(no_majority) is None
+  with_majority = dict(no_accuracy, majority={"share": 0.5, "examples": 2})
+  assert sweeps.constant_classifier(with_majority) is None
+  assert summary["configurations"][-1] == dict(
+      config={"learning_rate": 3e-5, "train_batch_size": 32}, runs=1, scored=0, diverged=1,
+      median=None, min=None, max=None, stdev=None)
+  assert sweeps.summarize([]) == dict(metric=None, runs=[], configurations=[], best=None)
+
+
+def test_two_runs_have_a_sample_standard_deviation():
+  summary = sweeps.summarize([record("a", 0.80), record("b", 0.90)])
+  assert summary["configurations"][0]["stdev"] == pytest.approx(0.1 / 2 ** 0.5)
+
+
+MARKDOWN_PAGE = """\
+# Sweep summary (accuracy)
+
+Best run: b
+
+| configuration | runs | scored | diverged | median accuracy | min | max | stdev |
+|---|---|---|---|---|---|---|---|
+| learning_rate=1e-05, train_batch_size=32 | 2 | 2 | 0 | 0.8500 | 0.8000 | 0.9000 | 0.0707 |
+| learning_rate=2e-05, train_batch_size=32 | 1 | 0 | 1 |  |  |  |  |
+
+| run | accuracy | dev metrics | status | passed over because |
+|---|---|---|---|---|
+| a | 0.8000 | f1=0.7500, loss=0.5000 | finished (stopped early at step 300) | lower accuracy than b \
+(0.8000 <= 0.9000) |
+| b | 0.9000 | loss=0.5000 | finished | (best) |
+| c |  |  | diverged | diverged: loss nan at step 4 |
+"""
+
+
+def test_the_markdown_page_lists_configurations_then_runs_with_their_other_float_metrics():
+  a = record("a", 0.80, stopped_early_at=300)
+  a["results"].update(f1=0.75, global_step=300)  # global_step is no float: not listed
+  records = [a, record("b", 0.90),
+             record("c", None, lr=2e-5, status=sweeps.DIVERGED, error="loss nan at step 4")]
+  assert sweeps.as_markdown(sweeps.summarize(records)) == MARKDOWN_PAGE
+  # A record without a status (a run that never finished) shows an empty one.
+  unfinished = {key: value for key, value in record("d", None).items() if key != "status"}
+  assert "| d |  |  |  | no dev accuracy" in sweeps.as_markdown(sweeps.summarize([unfinished]))
+
+
+def test_the_json_summary_is_sorted_two_space_indented_and_ends_its_line():
+  summary = sweeps.summarize([record("a", 0.80)])
+  text = sweeps.as_json(summary)
+  assert json.loads(text) == summary
+  lines = text.splitlines()
+  assert lines[:2] == ["{", '  "best": "a",'] and text.endswith("}\n")
+  top_keys = [line.split('"')[1] for line in lines if line.startswith('  "')]
+  assert top_keys == sorted(top_keys) == ["best", "configurations", "metric", "runs"]
 
 
 @pytest.fixture(scope="module")

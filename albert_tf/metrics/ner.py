@@ -33,7 +33,7 @@ _PREFIXES = {"B": "B", "I": "I", "M": "I", "E": "E", "S": "S"}
 def _split_tag(tag):
   """"B-PER" -> ("B", "PER"); "M-PER" -> ("I", "PER"); "O" -> ("O", "")."""
   if tag == "O":
-    return "O", ""
+    return "O", ""  # pragma: no mutate (an O's type is never compared: the O clauses decide)
   prefix, dash, entity_type = tag.partition("-")
   if prefix not in _PREFIXES or not dash or not entity_type:
     raise ValueError(f"tag {tag!r} is neither 'O' nor B-/I-/M-/E-/S- followed by a type")
@@ -45,10 +45,15 @@ def _chunk_boundary(previous, current):
   chunk): conlleval's endOfChunk and startOfChunk, for (prefix, type) pairs."""
   (previous_prefix, previous_type), (current_prefix, current_type) = previous, current
   type_changes = previous_type != current_type
+  # conlleval's O clauses are kept as it lists them, though an O's type "" differs from every
+  # entity type, so type_changes alone would also decide them.
   ends = previous_prefix != "O" and (
-      previous_prefix in ("E", "S") or current_prefix in ("B", "S", "O") or type_changes)
-  starts = current_prefix != "O" and (
-      current_prefix in ("B", "S") or previous_prefix in ("O", "E", "S") or type_changes)
+      current_prefix == "O"  # pragma: no mutate (type_changes holds too)
+      or previous_prefix in ("E", "S") or current_prefix in ("B", "S") or type_changes)
+  # Nor is a start read at an O: an O ends no chunk, and the next non-O tag starts one.
+  starts = current_prefix != "O" and (  # pragma: no mutate (see above)
+      previous_prefix == "O"  # pragma: no mutate (type_changes holds too)
+      or current_prefix in ("B", "S") or previous_prefix in ("E", "S") or type_changes)
   return ends, starts
 
 
@@ -58,8 +63,8 @@ def get_entities(tags):
   ["B-PER", "I-PER", "O", "I-LOC"] -> [("PER", 0, 1), ("LOC", 3, 3)]
   """
   entities = []
-  previous = ("O", "")
-  start = None
+  previous = ("O", "")  # pragma: no mutate (an O's type is never compared)
+  start = None  # pragma: no mutate (set by the first chunk's start before it is read)
   # A trailing "O" closes a chunk still open at the last token.
   for position, tag in enumerate(list(tags) + ["O"]):
     current = _split_tag(tag)

@@ -8,8 +8,6 @@ v2.0's result includes the evaluator's search over null-odds thresholds (`best_f
 which run_squad uses, as the original, to decide its written predictions.
 """
 
-import numpy as np
-
 
 def scored_questions(dataset, version_2=False):
   """(the dataset cut to the questions the official evaluators can score, ids of the others).
@@ -59,5 +57,5 @@ def evaluate(dataset, predictions, null_odds=None):
   for key, value in result.items():
     if key.startswith("final_"):
       key = "best_" + key[len("final_"):]
-    renamed[key] = float(value) if isinstance(value, (int, float, np.floating)) else value
+    renamed[key] = float(value)  # every value is a number: Python floats for JSON
   return renamed

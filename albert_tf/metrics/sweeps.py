@@ -64,7 +64,6 @@ def summarize(records):
   eligible = []
   runs = []
   for record in records:
-    reason = None
     if record.get("status") == DIVERGED:
       reason = f"diverged: {record.get('error', 'a non-finite loss')}"
     elif score(record) is None:
@@ -122,7 +121,7 @@ def as_markdown(summary):
     if run.get("stopped_early_at"):
       status += f" (stopped early at step {run['stopped_early_at']})"
     lines.append(f"| {run['name']} | {_number(score(run))} | {others} | {status} | "
-                 f"{'(best)' if run['name'] == summary['best'] else run['passed_over'] or ''} |")
+                 f"{'(best)' if run['name'] == summary['best'] else run['passed_over']} |")
   return "\n".join(lines) + "\n"
 
 
