@@ -108,11 +108,12 @@ def test_the_held_out_documents_come_from_every_book_and_share_no_passage_with_t
   partner from the held-out book alone made eval NSP a harder task than the trained one)."""
   books = sorted(data.glob.glob(data.os.path.join(data.BOOKS, "*.txt")))
   book_of = {tuple(d): b for b in books for d in data._documents(b, 1.0, data.DOCUMENT_CHARS)}
-  train, held = data.split_documents(books, seed=7, fraction=1.0)
+  documents = data.corpus_documents("gutenberg", 1.0)
+  train, held = data.split_documents(documents, seed=7)
   assert len(train) + len(held) == len(book_of) and abs(len(held) * 8 - len(book_of)) <= 8
   assert not {tuple(d) for d in train} & {tuple(d) for d in held}
   assert len({book_of[tuple(d)] for d in held}) == len(books)
-  assert (train, held) == data.split_documents(books, seed=7, fraction=1.0)  # seeded
+  assert (train, held) == data.split_documents(documents, seed=7)  # seeded
 
 
 def test_a_run_another_study_made_at_the_same_scale_and_data_is_taken_not_rerun():
@@ -202,3 +203,20 @@ def test_the_driver_refuses_a_scale_that_cannot_run_under_its_own_flag_names(cap
                    "--finetune_learning_rate=0.0: must be > 0", "--seeds=0: must be >= 1"):
     assert expected in error, expected
   assert variants.Scale().problems() == [] and variants.Scale(**variants.TOY).problems() == []
+
+
+def test_the_docstring_corpus_and_a_trained_vocabulary_are_named_in_the_run_key_and_checked():
+  """The sentence-task study's corpus (issue 60): docstrings of two sentences or more, a
+  SentencePiece model trained on the training split, and run keys that tell them apart."""
+  documents = data.corpus_documents("docstrings", 0.1)
+  assert len(documents) > 100 and all(len(d) >= 2 for d in documents)
+  base, text = variants.Scale(), variants.Scale(corpus="docstrings", vocab=4000)
+  sop = variants.variants("sentence_task", base)[2]
+  assert variants.run_key(sop, base, 1) == "sop-w1-all-E64-H128-L4-s1500-b64-seq64-seed1"
+  assert variants.run_key(sop, text, 1).endswith("-docstrings-v4000-seed1")
+  assert variants.config_for(sop, text).vocab_size == 4000
+  assert data.spm_model("/w", base) == data.SPM
+  assert data.spm_model("/w", text) == "/w/data-docstrings-v4000/spm.model"
+  assert variants.Scale(corpus="wiki", vocab=500).problems() == [
+      "--corpus=wiki: must be one of gutenberg, docstrings",
+      "--vocab=500: must be 0 (ALBERT's model) or at least 1000"]

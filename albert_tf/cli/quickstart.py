@@ -55,16 +55,22 @@ def stdlib_docstrings(max_bytes):
               return
 
 
+def sentences(docstring):
+  """A docstring's sentences: its paragraphs with whitespace collapsed, cut after . ! or ?
+  followed by a capital."""
+  paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", docstring)]
+  return [s for p in paragraphs if p for s in _SENTENCE_END.split(p)]
+
+
 def write_corpus(path, max_bytes):
   """One sentence per line, a blank line after each docstring; returns (documents, bytes)."""
   documents = 0
   with files.atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
     for doc in stdlib_docstrings(max_bytes):
-      paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", doc)]
-      sentences = [s for p in paragraphs if p for s in _SENTENCE_END.split(p)]
-      if len(sentences) < 2:
+      lines = sentences(doc)
+      if len(lines) < 2:
         continue
-      f.write("\n".join(sentences) + "\n\n")
+      f.write("\n".join(lines) + "\n\n")
       documents += 1
   return documents, os.path.getsize(path)
 

@@ -52,10 +52,26 @@ def _documents(path, fraction, min_chars):
   return documents
 
 
-def split_documents(books, seed, fraction, min_chars=DOCUMENT_CHARS, eval_every=EVAL_EVERY):
-  """(train, eval) documents: all books' documents in a seeded random order, every
-  `eval_every`-th of them held out, so both splits mix all books and share no passage."""
-  documents = [d for book in books for d in _documents(book, fraction, min_chars)]
+def _docstring_documents(fraction):
+  """The standard library's docstrings (the quickstart's corpus, about 1.6 MB), each a
+  document of its sentences; those of fewer than two sentences are left out (no pair)."""
+  from albert_tf.cli.quickstart import stdlib_docstrings, sentences  # pylint: disable=import-outside-toplevel
+  documents = [s for s in map(sentences, stdlib_docstrings(10 ** 9)) if len(s) >= 2]
+  return documents[:max(1, int(len(documents) * fraction))]
+
+
+def corpus_documents(corpus, fraction):
+  """The documents of `corpus` ("gutenberg" or "docstrings"), each a list of sentences."""
+  if corpus == "docstrings":
+    return _docstring_documents(fraction)
+  books = sorted(glob.glob(os.path.join(BOOKS, "*.txt")))
+  return [d for book in books for d in _documents(book, fraction, DOCUMENT_CHARS)]
+
+
+def split_documents(documents, seed, eval_every=EVAL_EVERY):
+  """(train, eval) documents: `documents` in a seeded random order, every `eval_every`-th of
+  them held out, so both splits mix all books (or modules) and share no passage."""
+  documents = list(documents)
   random.Random(seed).shuffle(documents)
   held = set(range(0, len(documents), eval_every))
   return ([d for i, d in enumerate(documents) if i not in held],
@@ -75,15 +91,33 @@ def write_corpus(documents, directory, num_files):
   return paths
 
 
+def data_dir(work, scale):
+  """The folder of a corpus's text, SentencePiece model and pretraining sets."""
+  if (scale.corpus, scale.vocab) == ("gutenberg", 0):
+    return os.path.join(work, "data")  # the first studies' folder
+  return os.path.join(work, f"data-{scale.corpus}-v{scale.vocab or 30000}")
+
+
+def spm_model(work, scale):
+  """The SentencePiece model of the scale: ALBERT's, or one trained on the training split."""
+  return SPM if not scale.vocab else os.path.join(data_dir(work, scale), "spm.model")
+
+
 def prepare_data(work, scale):
   """{name: shard glob} of the four pretraining sets (made once per work dir)."""
   from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data  # pylint: disable=import-outside-toplevel
-  books = sorted(glob.glob(os.path.join(BOOKS, "*.txt")))
-  train, held_out = split_documents(books, seed=7, fraction=scale.corpus_fraction)
-  data = os.path.join(work, "data")
+  from albert_tf.tokenization.train_spm import train_sentencepiece  # pylint: disable=import-outside-toplevel
+  train, held_out = split_documents(corpus_documents(scale.corpus, scale.corpus_fraction),
+                                    seed=7)
+  data = data_dir(work, scale)
+  spm = spm_model(work, scale)
   sets = {}
   for split, documents, count in (("train", train, TRAIN_FILES), ("eval", held_out, 1)):
     inputs = write_corpus(documents, os.path.join(data, f"{split}_text"), count)
+    if split == "train" and scale.vocab and not os.path.exists(spm):
+      # Lower-cased as ALBERT's English model is; trained on the training split alone.
+      train_sentencepiece(inputs, spm[:-len(".model")], scale.vocab, do_lower_case=True,
+                          log=lambda *a: None)
     for style in ("sop", "nsp"):
       name = f"{split}_{style}"
       shards = [os.path.join(data, f"{name}-{i}.tfrecord") for i in range(2)]
@@ -91,7 +125,7 @@ def prepare_data(work, scale):
       if os.path.exists(os.path.join(data, f"{name}.json")):
         continue
       create_pretraining_data(inputs, shards, CreationOptions(
-          spm_model_file=SPM, max_seq_length=scale.seq,
+          spm_model_file=spm, max_seq_length=scale.seq,
           max_predictions_per_seq=scale.max_predictions,
           dupe_factor=scale.dupe_factor if split == "train" else 1,
           random_next_sentence=style == "nsp", random_seed=11 if split == "train" else 12,

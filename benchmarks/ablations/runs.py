@@ -6,7 +6,7 @@ import os
 import time
 
 from albert_tf import files
-from benchmarks.ablations.data import SPM
+from benchmarks.ablations.data import data_dir, spm_model
 from benchmarks.ablations.variants import config_for, run_key
 
 
@@ -89,12 +89,14 @@ def run_variant(variant, seed, scale, work, sets, glue):
       started = time.time()
       results = run_classifier(ClassifierOptions(
           task_name=task, data_dir=glue[task], output_dir=os.path.join(folder, task),
-          albert_config_file=config_file, init_checkpoint=checkpoint, spm_model_file=SPM,
+          albert_config_file=config_file, init_checkpoint=checkpoint,
+          spm_model_file=spm_model(work, scale),
           max_seq_length=scale.seq, do_train=True, do_eval=True,
           train_batch_size=scale.finetune_batch, eval_batch_size=128, train_step=steps,
           warmup_step=max(1, steps // 10), learning_rate=scale.finetune_learning_rate,
           save_checkpoints_steps=steps, iterations_per_loop=max(1, min(100, steps)),
-          cached_dir=os.path.join(work, "features", f"seq{scale.seq}"), seed=seed,
+          cached_dir=os.path.join(data_dir(work, scale), "features", f"seq{scale.seq}"),
+          seed=seed,
           log_every_seconds=30))
       _clear_session()
       return dict({k: float(v) for k, v in results.items()}, seconds=time.time() - started)

@@ -6,12 +6,14 @@
 
 For every variant of the study and every seed, in this process and through the product's own
 code paths:
-1. pretraining data, once per work dir: `create_pretraining_data` on real English text (NLTK's
-   Gutenberg books), SentencePiece (ALBERT's 30k-piece model from ../shared/data), seq 64.
-   The books are cut into documents of consecutive paragraphs (at least 2,000 characters
-   each; the books' lines are the sentences); one document in 8, drawn at random from all
-   books, is held out for the intrinsic evaluation, and the rest are dealt into 4 files at
-   random, so in both splits a block's random-document partners come from many books, as the
+1. pretraining data, once per work dir and corpus: `create_pretraining_data` on real English
+   text, `--corpus=gutenberg` (NLTK's Gutenberg books, the default) or `--corpus=docstrings`
+   (the standard library's docstrings, the quickstart's corpus), with ALBERT's 30k-piece
+   SentencePiece model from ../shared/data (`--vocab=0`) or one of `--vocab` pieces trained on
+   the training split. The books are cut into documents of consecutive paragraphs (at least
+   2,000 characters each; the books' lines are the sentences; a docstring is a document of its
+   sentences); one document in 8, drawn at random from all books (or modules), is held out
+   for the intrinsic evaluation, and the rest are dealt into 4 files at random, so in both splits a block's random-document partners come from many books, as the
    original's corpus-wide pool gives them, and few chunks are a lone sentence. Each set is
    made twice: SOP-style (the default) and NSP-style (`--random_next_sentence`). The SOP-style
    eval set is made with `--pure_sop`: the original's rule pairs a lone-sentence chunk with a

@@ -3,6 +3,9 @@
 import dataclasses
 
 
+CORPORA = ("gutenberg", "docstrings")
+
+
 @dataclasses.dataclass
 class Scale:
   """Model, pretraining and fine-tuning sizes of a study."""
@@ -30,14 +33,23 @@ class Scale:
   stsb_steps: int = 600  # about 3.3 epochs of its 5,749 examples
   dev_examples: int = 0  # 0 = the whole dev set
   corpus_fraction: float = 1.0  # of every book, for a quick look
+  # The pretraining text: "gutenberg" (NLTK's Gutenberg books) or "docstrings" (the standard
+  # library's docstrings, the quickstart's corpus), and the SentencePiece model: 0 = ALBERT's
+  # 30k-piece English model, N = a model of N pieces trained on the training split.
+  corpus: str = "gutenberg"
+  vocab: int = 0
 
   def problems(self):
     """What is wrong with the scale, as "--flag=value: must be ..." lines (none: usable)."""
-    zero_is_all = ("warmup", "sst2_train_examples", "stsb_train_examples", "dev_examples")
+    zero_is_all = ("warmup", "sst2_train_examples", "stsb_train_examples", "dev_examples",
+                   "vocab")
     found = []
     for field in dataclasses.fields(self):
       value = getattr(self, field.name)
-      if field.name == "corpus_fraction":
+      if field.name == "corpus":
+        if value not in CORPORA:
+          found.append(f"--corpus={value}: must be one of {', '.join(CORPORA)}")
+      elif field.name == "corpus_fraction":
         if not 0.0 < value <= 1.0:
           found.append(f"--{field.name}={value}: must be in (0, 1]")
       elif isinstance(value, float):
@@ -47,6 +59,8 @@ class Scale:
         found.append(f"--{field.name}={value}: must be >= {0 if field.name in zero_is_all else 1}")
     if self.hidden % self.heads:
       found.append(f"--hidden={self.hidden} is not divisible by --heads={self.heads}")
+    if 0 < self.vocab < 1000:
+      found.append(f"--vocab={self.vocab}: must be 0 (ALBERT's model) or at least 1000")
     if self.max_predictions > self.seq:
       found.append(f"--max_predictions={self.max_predictions} exceeds --seq={self.seq}")
     return found
@@ -93,7 +107,7 @@ STUDIES = ("sentence_task", "sharing", "embedding_size")
 def config_for(variant, scale):
   from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
   return AlbertConfig(
-      vocab_size=30000, embedding_size=variant.embedding or scale.embedding,
+      vocab_size=scale.vocab or 30000, embedding_size=variant.embedding or scale.embedding,
       hidden_size=scale.hidden, num_hidden_layers=scale.layers,
       num_attention_heads=scale.heads, intermediate_size=scale.intermediate,
       max_position_embeddings=max(64, scale.seq), hidden_dropout_prob=0.0,
@@ -103,6 +117,8 @@ def config_for(variant, scale):
 def run_key(variant, scale, seed):
   """What makes a run: the model, the data style, the sentence loss, the schedule, the seed."""
   e = variant.embedding or scale.embedding
+  text = "" if (scale.corpus, scale.vocab) == ("gutenberg", 0) else (
+      f"-{scale.corpus}-v{scale.vocab or 30000}")  # the first studies' keys kept as they were
   return (f"{variant.data}-w{variant.sentence_loss_weight:g}-{variant.sharing}-E{e}"
           f"-H{scale.hidden}-L{scale.layers}-s{scale.steps}-b{scale.batch}-seq{scale.seq}"
-          f"-seed{seed}")
+          f"{text}-seed{seed}")
