@@ -26,7 +26,7 @@ to float32 rounding), and that decides where we differ from TF Serving:
     input) must not fail the other requests of its batch: a merged batch that raises one is run
     again request by request, so each gets its own answer or its own error (row numbers in the
     error then count the request's own rows). Any other error reaches every request of the
-    batch, as in TF Serving.
+    batch, as in TF Serving (of its call, when the batch is grouped by length).
 
 Where TF Serving's own behaviour is kept (tensorflow/core/kernels/batching_util/
 shared_batch_scheduler.h, tensorflow_serving/batching/batching_session.cc): the defaults, the
