@@ -5,8 +5,8 @@ signature called in-process, at 1, 4 and 16 concurrent clients, in one run.
         [--clients 1,4,16] [--requests 96] [--out results.json]
 
 Exports an `AlbertClassifier` of the config (random weights: latency does not depend on them;
-2 labels, ALBERT's SentencePiece model, max_seq_length 128) with `export_classifier` into TF
-Serving's layout, starts `serve.py` on 127.0.0.1 with it, and sends SST-2 dev sentences one
+2 labels, ALBERT's SentencePiece model, max_seq_length 128, or the config's positions if fewer)
+with `export_classifier` into TF Serving's layout, starts `serve.py` on 127.0.0.1 with it, and sends SST-2 dev sentences one
 per request (`{"instances": [sentence]}`, the row format) from C client threads, each on its
 own keep-alive connection; then C threads call the loaded `serving_default` in this process
 with the same sentences. In-process and HTTP alternate per client count (in-process first, then
@@ -14,6 +14,17 @@ HTTP, then in-process again; the in-process figures are the median of both passe
 per client count, latency p50 / p99 (ms per request) and requests/s of both and their ratios.
 The clients run on the same machine as the server and share its cores: on 2 cores their JSON
 and socket work is part of what the HTTP column pays.
+
+    .venv/bin/python -m benchmarks.serve_bench --batching [--clients 1,4,16,64] [--requests 256]
+        [--batching_parameters "max_batch_size { value: 64 } ..."]
+
+`--batching` instead compares serve.py's three ways of running concurrent requests, over HTTP
+with the same export and sentences: `unbatched` (each request its own call), `batched`
+(`--enable_batching --group_batches_by_length=false`: a merged batch is one call at its longest
+sentence) and `grouped` (`--enable_batching`: a merged batch runs as calls grouped by length when
+the measured call costs say that is cheaper). Each server runs alone, one after another, warmed
+up first (its grouping's cost figures included); per client count and server, p50 / p99 and
+requests/s, and requests/s against unbatched.
 """
 
 import argparse
@@ -91,53 +102,129 @@ def _summary(latencies, wall):
           "requests_per_s": len(ordered) / wall}
 
 
+BATCHING = ("max_batch_size { value: 64 } batch_timeout_micros { value: 0 } "
+            "num_batch_threads { value: 1 } max_enqueued_batches { value: 100 }")
+
+SERVERS = {  # --batching's servers: their flags beside the model's
+    "unbatched": [],
+    "batched": ["--enable_batching", "--group_batches_by_length=false"],
+    "grouped": ["--enable_batching"],
+}
+
+
+def _start_server(folder, flags):
+  """serve.py on the export in `folder`/sst2 with `flags`, answering; returns (process, ask):
+  ask(state, sentence) sends one sentence over the thread's own keep-alive connection."""
+  port = _free_port()
+  log_path = os.path.join(folder, "server.log")
+  log = open(log_path, "w")  # pylint: disable=consider-using-with
+  server = subprocess.Popen(
+      [sys.executable, os.path.join(REPO, "serve.py"), "--model_name=sst2",
+       f"--model_base_path={os.path.join(folder, 'sst2')}", f"--rest_api_port={port}",
+       "--port=0"] + flags, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+
+  def ask(state, sentence):
+    if "connection" not in state:
+      state["connection"] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    state["connection"].request("POST", "/v1/models/sst2:predict",
+                                json.dumps({"instances": [sentence]}))
+    response = state["connection"].getresponse()
+    answer = json.loads(response.read())
+    assert response.status == 200, answer
+
+  deadline = time.time() + 300
+  while True:
+    try:
+      ask({}, "a first request")
+      return server, ask
+    except OSError:
+      if server.poll() is not None or time.time() > deadline:
+        with open(log_path) as f:
+          raise RuntimeError(f.read()[-3000:]) from None
+      time.sleep(0.5)
+
+
+def _stop_server(server):
+  if server is not None and server.poll() is None:
+    server.send_signal(signal.SIGTERM)
+    try:
+      server.wait(60)
+    except subprocess.TimeoutExpired:
+      server.kill()
+
+
+def _compare_batching(args, folder, sentences):
+  """--batching: each of SERVERS in turn at every client count; the rows of figures."""
+  with open(os.path.join(folder, "batching.config"), "w") as f:
+    f.write(args.batching_parameters)
+  counts = [int(c) for c in args.clients.split(",")]
+  figures = {}
+  for name, flags in SERVERS.items():
+    if flags:
+      flags = flags + [f"--batching_parameters_file={os.path.join(folder, 'batching.config')}"]
+    server, ask = _start_server(folder, flags)
+    try:
+      for count in (1, 4, max(counts)):  # warm up: threads, lengths, grouping's call costs
+        _clients(count, max(2, 32 // count), sentences, ask)
+      for count in counts:
+        figures[name, count] = _summary(*_clients(count, max(1, args.requests // count),
+                                                  sentences, ask))
+    finally:
+      _stop_server(server)
+  print("| clients | " + " | ".join(f"{name} p50 / p99 ms | req/s" for name in SERVERS) +
+        " | req/s " + " | req/s ".join(f"{name} / unbatched" for name in list(SERVERS)[1:]) +
+        " |")
+  print("|---" * (1 + 2 * len(SERVERS) + len(SERVERS) - 1) + "|")
+  rows = []
+  for count in counts:
+    row = {"clients": count, **{name: figures[name, count] for name in SERVERS}}
+    rows.append(row)
+    cells = [f"{row[name]['p50_ms']:.1f} / {row[name]['p99_ms']:.1f} | "
+             f"{row[name]['requests_per_s']:.1f}" for name in SERVERS]
+    ratios = [f"{row[name]['requests_per_s'] / row['unbatched']['requests_per_s']:.2f}"
+              for name in list(SERVERS)[1:]]
+    print(f"| {count} | " + " | ".join(cells + ratios) + " |")
+  return rows
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base_v2.json"))
-  parser.add_argument("--clients", default="1,4,16")
+  parser.add_argument("--clients", help="client counts (default 1,4,16; --batching 1,4,16,64)")
   parser.add_argument("--requests", type=int, default=96, help="requests per client count")
   parser.add_argument("--out", help="also write the figures as JSON here")
+  parser.add_argument("--batching", action="store_true",
+                      help="compare serve.py unbatched, batched and batched grouped by length")
+  parser.add_argument("--batching_parameters", default=BATCHING,
+                      help="--batching's BatchingParameters (TF Serving's text format)")
   args = parser.parse_args(argv)
+  args.clients = args.clients or ("1,4,16,64" if args.batching else "1,4,16")
   folder = tempfile.mkdtemp(prefix="serve_bench-")
   server = None
   try:
-    model = AlbertClassifier(AlbertConfig.from_json_file(args.config), 2)
+    config = AlbertConfig.from_json_file(args.config)
+    model = AlbertClassifier(config, 2)
     model(model.encoder.dummy_inputs(1, 8))
     export = export_classifier(model, os.path.join(folder, "sst2", "1"), ["0", "1"],
                                spm_model_file=os.path.join(DATA, "sentencepiece", "spiece.model"),
-                               max_seq_length=128)
-    serve = tf.saved_model.load(export).signatures["serving_default"]
+                               max_seq_length=min(128, config.max_position_embeddings))
     sentences = _sentences()
-    port = _free_port()
-    log = open(os.path.join(folder, "server.log"), "w")  # pylint: disable=consider-using-with
-    server = subprocess.Popen(
-        [sys.executable, os.path.join(REPO, "serve.py"), "--model_name=sst2",
-         f"--model_base_path={os.path.join(folder, 'sst2')}", f"--rest_api_port={port}"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-
-    def over_http(state, sentence):
-      if "connection" not in state:
-        state["connection"] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-      state["connection"].request("POST", "/v1/models/sst2:predict",
-                                  json.dumps({"instances": [sentence]}))
-      response = state["connection"].getresponse()
-      answer = json.loads(response.read())
-      assert response.status == 200, answer
+    if args.batching:
+      print(f"{os.cpu_count()} CPUs; load average before: {os.getloadavg()[0]:.2f}")
+      rows = _compare_batching(args, folder, sentences)
+      print(f"load average after: {os.getloadavg()[0]:.2f}")
+      if args.out:
+        with open(args.out, "w") as f:
+          json.dump(rows, f, indent=1)
+      return 0
+    serve = tf.saved_model.load(export).signatures["serving_default"]
+    server, over_http = _start_server(folder, [])
 
     def in_process(state, sentence):
       del state
       for value in serve(text_a=tf.constant([sentence])).values():
         value.numpy()
 
-    deadline = time.time() + 300
-    while True:
-      try:
-        over_http({}, sentences[0])
-        break
-      except OSError:
-        if server.poll() is not None or time.time() > deadline:
-          raise RuntimeError(open(os.path.join(folder, "server.log")).read()[-3000:]) from None
-        time.sleep(0.5)
     for count in (4, 1):  # warm both paths (threads included)
       _clients(count, 2, sentences, over_http)
       _clients(count, 2, sentences, in_process)
@@ -164,12 +251,7 @@ def main(argv=None):
       with open(args.out, "w") as f:
         json.dump(rows, f, indent=1)
   finally:
-    if server is not None and server.poll() is None:
-      server.send_signal(signal.SIGTERM)
-      try:
-        server.wait(60)
-      except subprocess.TimeoutExpired:
-        server.kill()
+    _stop_server(server)
     shutil.rmtree(folder, ignore_errors=True)
   return 0
 

@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.export import rest_json
-from albert_tf.serving import batching
+from albert_tf.serving import batching, grouping
+from conftest import float32_atol
 
 WAIT = 20  # seconds: the bound on any wait; a test that hits it has failed
 
@@ -359,3 +360,180 @@ def test_a_batched_signature_answers_each_text_as_it_answers_it_alone(signatures
     assert one.keys() == batched.keys()
     for name in one:
       np.testing.assert_array_equal(batched[name], one[name])
+
+
+# Grouping by length (serving/grouping.py, ours): a merged batch of texts runs as calls of texts
+# of like length when the signature's call costs say that is cheaper.
+
+
+class FixedCosts:
+  """A signature's call costs, fixed: (overhead, per_row, per_byte) seconds."""
+
+  def __init__(self, coefficients):
+    self.fixed = coefficients
+
+  def record(self, rows, longest, seconds):
+    del rows, longest, seconds
+
+  def coefficients(self):
+    return self.fixed
+
+
+# A call costs 50 ms, plus 1 ms per byte of its longest text per row: two calls of four short
+# texts and of two long ones cost less than one call padding the short ones to the long ones'.
+SPLIT = FixedCosts((0.05, 0.0, 0.001))
+
+
+def text_run(calls, refuse=b""):
+  """A raw-text signature's run: per row its text's bytes and the longest text of its call (the
+  length a raw-text export computes the call at); `calls` gets each call's texts. A text
+  starting with `refuse` is a bad request (refuse=b"": none)."""
+
+  def run(arrays):
+    texts = list(arrays["text"])
+    calls.append(texts)
+    bad = [i for i, t in enumerate(texts) if refuse and t.startswith(refuse)]
+    if bad:
+      raise rest_json.RequestError(f"text row {bad[0]} is refused")
+    lengths = np.array([len(t) for t in texts])
+    return {"bytes": lengths, "call_longest": np.full(len(texts), lengths.max())}
+  return run
+
+
+def texts(*values):
+  return {"text": np.array(values, object)}
+
+
+def run_together(batcher, pool, requests):
+  """Submits `requests` into one open batch, then closes the batcher, which runs that batch at
+  once; returns each request's future."""
+  futures = []
+  for i, request in enumerate(requests):
+    futures.append(pool.submit(batcher.submit, request))
+    wait_until(lambda n=i + 1: batcher.num_enqueued_tasks() == n)
+  batcher.close(timeout=WAIT)
+  return futures
+
+
+LONG_A, LONG_B = b"x" * 100, b"y" * 90
+MIXED = [texts(b"a fine film"), texts(LONG_A), texts(b"dull", b"bad"), texts(LONG_B)]
+
+
+def grouped_batcher(run, costs=SPLIT, **kwargs):
+  return batching.Batcher(params(max_batch_size=16, batch_timeout_micros=10 * WAIT * 10**6,
+                                 **kwargs), run, costs=costs)
+
+
+def test_a_batch_of_short_and_long_texts_runs_as_calls_each_at_its_own_longest_text(pool):
+  calls = []
+  futures = run_together(grouped_batcher(text_run(calls)), pool, MIXED)
+  answers = [f.result(WAIT) for f in futures]
+  # Shortest first, each call at its own longest row: no short text padded to 100 bytes.
+  assert calls == [[b"dull", b"bad", b"a fine film"], [LONG_B, LONG_A]]
+  for request, answer in zip(MIXED, answers):  # each request exactly its own rows, in order
+    np.testing.assert_array_equal(answer["bytes"], [len(t) for t in request["text"]])
+  assert [a["call_longest"].tolist() for a in answers] == [[11], [100], [11, 11], [100]]
+
+
+@pytest.mark.parametrize("why", ["no cost figures yet", "grouping off"])
+def test_a_batch_of_texts_stays_one_call_without_cost_figures_or_with_grouping_off(pool, why):
+  calls = []
+  if why == "grouping off":
+    batcher = grouped_batcher(text_run(calls), group_by_length=False)
+  else:
+    batcher = grouped_batcher(text_run(calls), costs=grouping.CallCosts())
+  futures = run_together(batcher, pool, MIXED)
+  answers = [f.result(WAIT) for f in futures]
+  assert calls == [[b"a fine film", LONG_A, b"dull", b"bad", LONG_B]]  # as TF Serving runs it
+  for request, answer in zip(MIXED, answers):
+    np.testing.assert_array_equal(answer["bytes"], [len(t) for t in request["text"]])
+
+
+def test_requests_of_token_ids_are_never_grouped(pool):
+  # Ids merge only at one shape: a call is already at every request's own length.
+  run = Recorder()
+  with batching.Batcher(params(max_batch_size=8), run, costs=SPLIT) as batcher:
+    futures = queue_behind_a_running_batch(batcher, run, pool, [rows(1), rows(2, 3), rows(4)])
+    answers = [f.result(WAIT) for f in futures]
+  np.testing.assert_array_equal(run.calls[1]["x"][:, 0], [1, 2, 3, 4])
+  np.testing.assert_array_equal(answers[1]["doubled"], rows(2, 3)["x"] * 2)
+
+
+def test_a_bad_request_fails_alone_and_the_other_calls_of_its_batch_run_once(pool):
+  calls = []
+  requests = MIXED + [texts(b"no good")]
+  futures = run_together(grouped_batcher(text_run(calls, refuse=b"no")), pool, requests)
+  with pytest.raises(rest_json.RequestError, match=r"^text row 0 is refused$"):
+    futures[-1].result(WAIT)
+  for request, future in zip(MIXED, futures):
+    np.testing.assert_array_equal(future.result(WAIT)["bytes"], [len(t) for t in request["text"]])
+  # The short call failed on "no good" and was run again request by request; the long call ran
+  # once, untouched.
+  assert calls == [[b"dull", b"bad", b"no good", b"a fine film"], [b"dull", b"bad"],
+                   [b"no good"], [b"a fine film"], [LONG_B, LONG_A]]
+
+
+def test_text_lengths_add_a_pairs_texts_and_take_the_longest_of_a_rows_options():
+  pair = {"text_a": np.array([b"ab", "\u00e9t\u00e9"], object),  # 3 characters, 5 bytes
+          "text_b": np.array([b"c", b""], object)}
+  np.testing.assert_array_equal(grouping.text_lengths(pair), [3, 5])
+  race = {"article": np.array([b"12345"], object), "options": np.array([[b"a", b"abc"]], object),
+          "ids": np.zeros([1, 3], np.int32)}
+  np.testing.assert_array_equal(grouping.text_lengths(race), [8])
+  assert grouping.text_lengths({"ids": np.zeros([2, 3], np.int32)}) is None
+
+
+def test_call_costs_are_fitted_to_the_calls_seen_and_none_until_they_tell_padding_apart():
+  costs = grouping.CallCosts()
+  assert costs.coefficients() is None
+  for rows_ in (1, 4, 16):
+    for longest in (10, 60, 200):
+      costs.record(rows_, longest, 0.004 + 0.0002 * rows_ + 3e-6 * rows_ * longest)
+  np.testing.assert_allclose(costs.coefficients(), (0.004, 0.0002, 3e-6), rtol=1e-6)
+  single_rows = grouping.CallCosts()
+  for longest in range(10, 30):  # one row each: a call's cost cannot be told from a row's
+    single_rows.record(1, longest, 0.004 + 3e-6 * longest)
+  assert single_rows.coefficients() is None
+
+
+def test_plan_keeps_one_call_when_padding_to_an_allowed_batch_size_eats_the_gain():
+  lengths, rows_ = [10, 10, 10, 10, 100], [1] * 5
+  cheap_calls = (0.001, 0.0, 0.001)
+  assert grouping.plan(lengths, rows_, cheap_calls) == [[0, 1, 2, 3], [4]]
+  # Each call padded to 8 rows, the long one alone would cost 8 long rows anyway.
+  assert grouping.plan(lengths, rows_, cheap_calls, allowed_batch_sizes=(8,)) == [
+      [0, 1, 2, 3, 4]]
+  assert grouping.plan(lengths, rows_, None) == [[0, 1, 2, 3, 4]]
+
+
+def test_a_raw_text_export_answers_each_grouped_text_as_it_answers_it_alone(classifier_export,
+                                                                            pool):
+  model, _, loaded = classifier_export
+  function = loaded.signatures["serving_default"]
+  # Calls of other shapes may sum in other orders: a few ulps of each value per term of the
+  # model's longest sum, its feed-forward layer's.
+  terms = model.config.intermediate_size
+  calls = []
+
+  def run(arrays):
+    calls.append(len(arrays["text_a"]))
+    return rest_json.run(function, arrays)
+
+  sentences = ["it 's a charming and often affecting journey .", "unflinchingly bleak .",
+               "the acting , costumes , music , cinematography and sound are all astounding "
+               "given the production 's austere locales .", "a gorgeous , witty , seductive "
+               "movie .", "it 's slow -- very , very slow ."]
+  requests = [{"text_a": np.array([t.encode()], object)} for t in sentences]
+  alone = [rest_json.run(function, r) for r in requests]
+  futures = run_together(grouped_batcher(run, costs=FixedCosts((3e-3, 0.0, 1e-4))), pool,
+                         requests)
+  answers = [f.result(WAIT) for f in futures]
+  assert 1 < len(calls) < len(requests) and sum(calls) == len(requests)
+  for one, batched in zip(alone, answers):
+    assert one.keys() == batched.keys()
+    for name, value in one.items():
+      if value.dtype.kind == "f":
+        np.testing.assert_allclose(batched[name], value, rtol=0,
+                                   atol=float32_atol(value, terms))
+      else:
+        np.testing.assert_array_equal(batched[name], value)

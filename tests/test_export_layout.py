@@ -133,7 +133,9 @@ def test_a_model_config_file_tf_serving_would_refuse_is_named(tmp_path, text, er
     (["--file_system_poll_wait_seconds=-1"], "--file_system_poll_wait_seconds=-1 is negative"),
     (["--batching_parameters_file=b.config"], "--batching_parameters_file needs "
                                               "--enable_batching"),
-], ids=["request-bytes", "threads", "model-name", "same-port", "poll", "batching-file"])
+    (["--group_batches_by_length=false"], "--group_batches_by_length needs --enable_batching"),
+], ids=["request-bytes", "threads", "model-name", "same-port", "poll", "batching-file",
+        "grouping"])
 def test_serve_refuses_a_flag_it_cannot_honour_before_loading_anything(tmp_path, capsys, flags,
                                                                        error):
   """serve.py's flags are checked before any model loads: a usage error (exit 2) naming the flag

@@ -21,7 +21,9 @@ client carry over between the two:
   then served, and versions the policy drops are unloaded once their requests finish.
   --model_config_file_poll_wait_seconds re-reads the config file.
 - --enable_batching (--batching_parameters_file): concurrent requests to one signature share a
-  call, each answer the one it would get alone.
+  call, each answer the one it would get alone. Ours, not TF Serving's:
+  --group_batches_by_length (true by default) runs a batch of raw texts as calls of texts of
+  like length when the signature's measured call times say that costs less (serving/grouping.py).
 
 SIGTERM or Ctrl-C stops taking requests on both APIs, finishes those in flight (up to
 --shutdown_grace_seconds) and exits 0. Built on kserve's HTTP server (serving/rest.py); the
@@ -29,6 +31,7 @@ core that owns models and versions is serving/core.py.
 """
 
 import argparse
+import dataclasses
 import logging
 import sys
 
@@ -64,6 +67,9 @@ def _parse(argv):
                  help="Merge concurrent requests to one signature into one call")
   p.add_argument("--batching_parameters_file",
                  help="TF Serving's BatchingParameters (text format) for --enable_batching")
+  p.add_argument("--group_batches_by_length", choices=("true", "false"), default=None,
+                 help="Ours, not TF Serving's (default true): with --enable_batching, run a "
+                 "batch of raw texts as calls grouped by length when that costs less")
   args = p.parse_args(argv)
   if bool(args.model_base_path) == bool(args.model_config_file):
     p.error("give --model_base_path (one model, named by --model_name) or --model_config_file")
@@ -92,6 +98,8 @@ def _parse(argv):
     p.error("--model_config_file_poll_wait_seconds needs --model_config_file")
   if args.batching_parameters_file and not args.enable_batching:
     p.error("--batching_parameters_file needs --enable_batching")
+  if args.group_batches_by_length and not args.enable_batching:
+    p.error("--group_batches_by_length needs --enable_batching")
   return args
 
 
@@ -117,6 +125,8 @@ def main(argv=None):
       from albert_tf.serving import batching as batching_lib  # pylint: disable=g-import-not-at-top
       batching = (batching_lib.read_batching_parameters(args.batching_parameters_file)
                   if args.batching_parameters_file else batching_lib.BatchingParameters())
+      batching = dataclasses.replace(
+          batching, group_by_length=args.group_batches_by_length != "false")
     server_core = core.ServerCore(
         model_specs(args), poll_wait_seconds=args.file_system_poll_wait_seconds,
         batching=batching, config_file=args.model_config_file,

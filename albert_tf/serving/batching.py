@@ -26,7 +26,7 @@ to float32 rounding), and that decides where we differ from TF Serving:
     input) must not fail the other requests of its batch: a merged batch that raises one is run
     again request by request, so each gets its own answer or its own error (row numbers in the
     error then count the request's own rows). Any other error reaches every request of the
-    batch, as in TF Serving.
+    batch, as in TF Serving (of its call, when the batch is grouped by length).
 
 Where TF Serving's own behaviour is kept (tensorflow/core/kernels/batching_util/
 shared_batch_scheduler.h, tensorflow_serving/batching/batching_session.cc): the defaults, the
@@ -35,6 +35,11 @@ batch scheduling queue to which this task was submitted is full"), a request lar
 `max_batch_size` refused ("Task size N is larger than maximum input batch size M"), and
 `allowed_batch_sizes`: a batch padded up to the next allowed size with copies of the first row
 of its last request, the padding rows' outputs dropped.
+
+Ours, not TF Serving's (`BatchingParameters.group_by_length`, serve.py's
+--group_batches_by_length): a merged batch of raw-text requests may run as several calls, the
+requests grouped by length so that a short text is not computed at a long one's length
+(serving/grouping.py); each call is then run, padded and split as a batch is above.
 """
 
 import dataclasses
@@ -47,6 +52,7 @@ import numpy as np
 
 from albert_tf import files
 from albert_tf.export import rest_json
+from albert_tf.serving import grouping
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +115,9 @@ class BatchingParameters:
   thread_pool_name: str = "batch_threads"
   allowed_batch_sizes: tuple = ()
   pad_variable_length_inputs: bool = False
+  # Ours (no field of TF Serving's proto, so never read from --batching_parameters_file): run a
+  # merged batch of raw text as calls grouped by length when that costs less (serving/grouping.py).
+  group_by_length: bool = True
 
   def __post_init__(self):
     object.__setattr__(self, "allowed_batch_sizes", tuple(self.allowed_batch_sizes))
@@ -175,9 +184,10 @@ def read_batching_parameters(path):
 class _Task:
   """One request: its inputs, its rows, and where its answer is left for the waiting thread."""
 
-  def __init__(self, arrays, rows):
+  def __init__(self, arrays, rows, length=None):
     self.arrays = arrays
     self.rows = rows
+    self.length = length  # its longest row by grouping.text_lengths; None: no text input
     self.done = threading.Event()
     self.outputs = None
     self.error = None
@@ -209,13 +219,17 @@ class Batcher:
   every input and output) on batches of the requests `submit` receives from many threads.
 
   `request_errors`: the exceptions of `run` that may belong to one request of a merged batch
-  rather than to the batch; such a batch is run again request by request."""
+  rather than to the batch; such a batch is run again request by request. `costs`: what a call
+  of `run` costs (`grouping.CallCosts`, fed with the time of every merged call of text), which
+  decides how a batch of text is grouped by length."""
 
-  def __init__(self, params, run, name="", request_errors=(rest_json.RequestError,)):
+  def __init__(self, params, run, name="", request_errors=(rest_json.RequestError,),
+               costs=None):
     self.params = params
     self.name = name
     self._run_fn = run
     self._request_errors = tuple(request_errors)
+    self.costs = grouping.CallCosts() if costs is None else costs
     self._cv = threading.Condition()
     self._batches = []  # waiting batches, oldest first; the open one of each key included
     self._open = {}  # key -> the batch of that key still taking requests
@@ -244,7 +258,11 @@ class Batcher:
       raise rest_json.RequestError(
           f"Task size {size} is larger than maximum input batch size {limit} (this server's "
           f"max_batch_size; send at most {limit} rows per request)")
-    task = _Task(arrays, rows if key is not None else 0)
+    length = None
+    if key is not None and self.params.group_by_length:
+      lengths = grouping.text_lengths(arrays)
+      length = None if lengths is None else int(lengths.max())
+    task = _Task(arrays, rows if key is not None else 0, length)
     with self._cv:
       if self._closed:
         raise Unavailable(f"{self.name or 'this signature'} is closing: its batch queue takes "
@@ -323,29 +341,46 @@ class Batcher:
     return None, wait
 
   def _process(self, batch):
-    """Runs `batch` and hands each request its answer or error; never raises, so no waiting
-    request is left without one."""
+    """Runs `batch`, as one call or as calls grouped by length, and hands each request its
+    answer or error; never raises an Exception, so no waiting request is left without one."""
+    tasks = batch.tasks
+    groups = [tasks]
+    if not batch.solo and len(tasks) > 1 and tasks[0].length is not None:
+      groups = [[tasks[i] for i in group] for group in grouping.plan(
+          [task.length for task in tasks], [task.rows for task in tasks],
+          self.costs.coefficients(), self.params.allowed_batch_sizes)]
+    for i, group in enumerate(groups):
+      try:
+        self._process_call(group, batch.solo)
+      except BaseException as e:  # KeyboardInterrupt, SystemExit: the later calls get it too
+        for task in (task for later in groups[i + 1:] for task in later):
+          task.finish(error=e)
+        raise
+
+  def _process_call(self, tasks, solo):
+    """Runs `tasks` as one call and hands each its answer or error; raises only what is not an
+    Exception, after answering."""
     try:
-      answers = self._run(batch.tasks, batch.solo)
+      answers = self._run(tasks, solo)
     except self._request_errors as e:
-      if len(batch.tasks) == 1:
-        batch.tasks[0].finish(error=e)
+      if len(tasks) == 1:
+        tasks[0].finish(error=e)
         return
       logger.info("%s: a batch of %d requests failed (%s); running them one by one", self.name,
-                  len(batch.tasks), e)
-      for task in batch.tasks:
+                  len(tasks), e)
+      for task in tasks:
         try:
           task.finish(self._run([task], False)[0])
         except Exception as error:  # pylint: disable=broad-except
           task.finish(error=error)
       return
     except BaseException as e:  # pylint: disable=broad-except
-      for task in batch.tasks:
+      for task in tasks:
         task.finish(error=e)
       if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: after answering
         raise
       return
-    for task, outputs in zip(batch.tasks, answers):
+    for task, outputs in zip(tasks, answers):
       task.finish(outputs)
 
   def _run(self, tasks, solo):
@@ -361,7 +396,10 @@ class Batcher:
       if size > rows:
         parts.append(np.repeat(parts[-1][:1], size - rows, axis=0))
       merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+    began = time.perf_counter()
     outputs = {name: np.asarray(value) for name, value in self._run_fn(merged).items()}
+    if tasks[0].length is not None:
+      self.costs.record(size, max(task.length for task in tasks), time.perf_counter() - began)
     for name, value in outputs.items():
       if value.ndim == 0 or value.shape[0] != size:
         raise RuntimeError(
