@@ -1,8 +1,10 @@
 """Shared pytest set-up: import paths, quiet TensorFlow, real-data locations."""
 
+import contextlib
 import gc
 import os
 import pathlib
+import socket
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -85,6 +87,26 @@ def _garbage_collected_after_each_test():
   is collected; Python's full collection comes too rarely to keep a test process small."""
   yield
   gc.collect()
+
+
+@contextlib.contextmanager
+def reserved_ports(count):
+  """`count` free TCP ports, held for servers the test starts until the block ends.
+
+  A port found free and released before a server binds it can be taken in between (by another
+  test's server, by any connection's ephemeral port). Each port here stays bound by a socket
+  that does not listen, with SO_REUSEADDR: the kernel gives it to no one else, while a server
+  binding it with SO_REUSEADDR too (uvicorn's, gRPC's, TensorFlow's gRPC server) shares the
+  address and, listening, takes its connections.
+  """
+  with contextlib.ExitStack() as held:
+    ports = []
+    for _ in range(count):
+      sock = held.enter_context(socket.socket())
+      sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+      sock.bind(("127.0.0.1", 0))
+      ports.append(sock.getsockname()[1])
+    yield ports
 
 
 def float32_atol(reference, terms, ulps=4):

@@ -1,4 +1,4 @@
-"""serve.py over a socket: one server process (127.0.0.1, a free port) serving every task's tiny
+"""serve.py over a socket: one server process (127.0.0.1, reserved free ports) serving every task's tiny
 export from a TF Serving model config file, its answers compared with `tf.saved_model.load`'s
 in this process; bad requests; 8 concurrent clients; SIGTERM with requests in flight (last: it
 stops the module's server). Every wait is bounded and the server is stopped at the end."""
@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from conftest import ROOT, float32_atol
+from conftest import ROOT, float32_atol, reserved_ports
 
 # Collected by test_serving_requests.py (see there why): what it imports.
 __all__ = [
@@ -61,12 +60,6 @@ TASKS = {
     "encoder": ("encoder_export", "serving_default", IDS),
 }
 TERMS = 64  # tiny.json's intermediate_size: the longest sum behind an output
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
 
 
 def call(port, path, body=None, method=None, timeout=60, connection=None):
@@ -115,33 +108,33 @@ def server(request, tmp_path_factory):
   (base / "batching.config").write_text(
       "max_batch_size { value: 128 }\nbatch_timeout_micros { value: 5000 }\n"
       "num_batch_threads { value: 2 }\nmax_enqueued_batches { value: 100 }\n")
-  port, grpc_port, log = _free_port(), _free_port(), base / "server.log"
-  with open(log, "w") as out:
+  log = base / "server.log"
+  with reserved_ports(2) as (port, grpc_port), open(log, "w") as out:
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "serve.py"), f"--model_config_file={base / 'models.config'}",
          f"--rest_api_port={port}", f"--port={grpc_port}", "--max_request_bytes=65536",
          "--shutdown_grace_seconds=30", "--file_system_poll_wait_seconds=1",
          "--enable_batching", f"--batching_parameters_file={base / 'batching.config'}"],
         stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-  try:
-    deadline = time.time() + 180
-    while True:
-      assert process.poll() is None, log.read_text()
-      assert time.time() < deadline, log.read_text()
-      try:
-        if call(port, "/v1/models/encoder", timeout=5)[0] == 200:
-          break
-      except OSError:
-        time.sleep(0.5)
-    yield Server(port, grpc_port, process, loaded, log, base)
-  finally:
-    if process.poll() is None:
-      process.send_signal(signal.SIGTERM)
-      try:
-        process.wait(60)
-      except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    try:
+      deadline = time.time() + 180
+      while True:
+        assert process.poll() is None, log.read_text()
+        assert time.time() < deadline, log.read_text()
+        try:
+          if call(port, "/v1/models/encoder", timeout=5)[0] == 200:
+            break
+        except OSError:
+          time.sleep(0.5)
+      yield Server(port, grpc_port, process, loaded, log, base)
+    finally:
+      if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+          process.wait(60)
+        except subprocess.TimeoutExpired:
+          process.kill()
+          process.wait()
 
 
 def _in_process(loaded, signature, columns):

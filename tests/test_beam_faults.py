@@ -121,8 +121,9 @@ def test_the_script_refuses_in_one_line_naming_the_flag(tmp_path, flag, message)
 
 # --- SIGTERM and SIGINT ----------------------------------------------------------------------
 def _start(out):
-  """The script on one book with two DirectRunner worker processes; returns the process and
-  the lines of its stderr as they come."""
+  """The script on one book with two DirectRunner worker processes; returns the process, the
+  lines of its stderr as they come, and the thread reading them, which ends when the pipe does:
+  once the job and every worker holding it have exited."""
   command = [sys.executable, str(ROOT / "create_pretraining_data.py"), f"--input_file={BOOK}",
              f"--output_file={out / 'a-0.tfrecord'},{out / 'a-1.tfrecord'}",
              f"--spm_model_file={SPM}", "--max_seq_length=64", "--dupe_factor=3",
@@ -130,8 +131,9 @@ def _start(out):
   process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)
   lines = []
-  threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True).start()
-  return process, lines
+  reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+  reader.start()
+  return process, lines, reader
 
 
 def _wait_for(process, lines, ready, timeout=120):
@@ -153,7 +155,7 @@ def _temporary_shards(out):
 def test_a_stopped_beam_job_ends_its_workers_and_leaves_nothing(tmp_path, stop, code, moment):
   out = tmp_path / "out"
   out.mkdir()
-  process, lines = _start(out)
+  process, lines, reader = _start(out)
   workers = []
   try:
     if moment == "writing":
@@ -173,8 +175,11 @@ def test_a_stopped_beam_job_ends_its_workers_and_leaves_nothing(tmp_path, stop, 
     for pid in [process.pid] + workers:  # whatever the job failed to end
       if signals.alive(pid):
         os.kill(pid, signal.SIGKILL)
-  time.sleep(0.1)  # the last lines
+    process.wait(timeout=60)
+  reader.join(timeout=60)  # the last lines, up to the pipe's end
   stderr = "".join(lines)
+  assert not reader.is_alive(), f"a process outlived the job, holding its stderr: {stderr[-3000:]}"
+  process.stderr.close()
   assert process.returncode == code, stderr[-3000:]
   said = [line for line in stderr.splitlines() if stop.name in line]
   assert len(said) == 1 and f"stopped by {stop.name}: the workers are stopped and the " \

@@ -2,7 +2,10 @@
 
 The bar is the Python tokenizer, literally: ids equal to `FullTokenizer.encode_ids` on every
 line of the real corpora (the `test_parity_*` tests: SentencePiece lowercased and cased, with
-the digit-comma split; WordPiece lowercased), packing equal to `encode_pair`. Tests whose
+the digit-comma split; WordPiece lowercased), packing equal to `encode_pair`. On the largest
+runs both are held to independent references as well: the original ALBERT's SentencePiece
+rules (reference_tokenization.py) and BERT's own WordPiece tokenizer
+(`official.nlp.tools.tokenization`, from tf-models-official). Tests whose
 names contain "real_data" read ../shared/data; the others build a tiny vocab in a temporary
 folder. The tokenizers are conftest.py's session fixtures, shared with
 test_preprocessing_graph.py.
@@ -13,12 +16,14 @@ import re
 
 import pytest
 import tensorflow as tf
+from official.nlp.tools import tokenization as bert_tokenization
 
 from albert_tf.tokenization import FullTokenizer, preprocess_text
 from albert_tf.tokenization.in_graph import InGraphTokenizer, assigned_characters, pack_inputs
 from albert_tf.tokenization.tokenizer import basic_tokenize
 from in_graph_support import a_words, encode, graph_packed, python_packed, spm_model
 from reference_tokenization import ReferenceTokenizer, real_texts_with_latex_quotes
+from reference_tokenization import preprocess_text as reference_preprocess
 
 BATCH = 4096
 
@@ -62,16 +67,20 @@ def _graph_ids(tokenizer, texts):
   return ids
 
 
-def _compare_corpora(graph, python, corpora):
-  """Per corpus: (lines compared, lines whose ids differ, first difference)."""
+def _compare_corpora(graph, python, corpora, reference=None):
+  """Per corpus: (lines compared, lines whose ids differ, first difference). With `reference`
+  (text -> ids, an independent statement of the original's rules), a line differs also where
+  the Python tokenizer's ids are not the reference's."""
   report = {}
   for name, lines in corpora.items():
     expected = python.encode_ids(lines)
     got = _graph_ids(graph, lines)
-    differ = [i for i, (e, g) in enumerate(zip(expected, got)) if e != g]
+    original = [reference(line) for line in lines] if reference else expected
+    differ = [i for i, (e, g, o) in enumerate(zip(expected, got, original)) if not e == g == o]
     first = None
     if differ:
-      first = (lines[differ[0]][:80], expected[differ[0]][:12], got[differ[0]][:12])
+      i = differ[0]
+      first = (lines[i][:80], expected[i][:12], got[i][:12], original[i][:12])
     report[name] = (len(lines), len(differ), first)
   return report
 
@@ -110,10 +119,11 @@ def _random_unicode_texts(count, seed):
 # Parity with FullTokenizer on the real corpora.
 
 
-def test_parity_spm_ids_equal_encode_ids_on_every_real_data_english_line(spm_graph, spm_python,
-                                                                         shared_data):
+def test_parity_spm_ids_equal_encode_ids_and_the_original_rules_on_every_real_data_english_line(
+    spm_graph, spm_python, shared_data):
   corpora = _english_corpora(shared_data)
-  report = _compare_corpora(spm_graph, spm_python, corpora)
+  reference = ReferenceTokenizer(spm_model(shared_data), do_lower_case=True)
+  report = _compare_corpora(spm_graph, spm_python, corpora, reference=reference.encode_ids)
   message = _describe(report)
   print(message)
   assert all(bad == 0 for _, bad, _ in report.values()), message
@@ -134,14 +144,17 @@ def test_parity_spm_cased_ids_equal_encode_ids_on_a_real_data_sample(shared_data
   assert sum(n for n, _, _ in report.values()) > 29_000, message
 
 
-def test_parity_wordpiece_ids_equal_encode_ids_on_every_real_data_chinese_line(shared_data):
+def test_parity_wordpiece_ids_equal_encode_ids_and_berts_on_every_real_data_chinese_line(
+    shared_data):
   vocab_file = shared_data / "chinese" / "albert_zh" / "vocab.txt"
   graph = InGraphTokenizer(vocab_file=vocab_file, do_lower_case=True)
   python = FullTokenizer(vocab_file=vocab_file, do_lower_case=True)
+  bert = bert_tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
   corpora = {path.name: _read_lines(path) for path in
              sorted((shared_data / "chinese" / "uer_clue_corpus_small").glob("*.txt"))}
   corpora["news_zh_1.txt"] = _read_lines(shared_data / "chinese" / "albert_zh" / "news_zh_1.txt")
-  report = _compare_corpora(graph, python, corpora)
+  report = _compare_corpora(graph, python, corpora,
+                            reference=lambda line: bert.convert_tokens_to_ids(bert.tokenize(line)))
   message = _describe(report)
   print(message)
   assert all(bad == 0 for _, bad, _ in report.values()), message
@@ -153,25 +166,31 @@ def test_parity_wordpiece_ids_equal_encode_ids_on_every_real_data_chinese_line(s
 
 
 @pytest.mark.parametrize("lower", [True, False])
-def test_preprocess_text_in_graph_equals_python_on_random_unicode_real_data(shared_data, lower):
+def test_preprocess_text_in_graph_equals_python_and_the_original_rules_on_random_unicode_real_data(
+    shared_data, lower):
   graph = InGraphTokenizer(spm_model_file=spm_model(shared_data), do_lower_case=lower)
   python = FullTokenizer(spm_model_file=spm_model(shared_data), do_lower_case=lower)
+  reference = ReferenceTokenizer(spm_model(shared_data), do_lower_case=lower)
   texts = _random_unicode_texts(20_000, seed=int(lower))
   normalised = tf.function(graph.preprocess_text)(encode(texts)).numpy()
   differ = [(t, n.decode("utf-8")) for t, n in zip(texts, normalised)
-            if n.decode("utf-8") != preprocess_text(t, lower=lower)]
+            if not n.decode("utf-8") == preprocess_text(t, lower=lower) == reference_preprocess(
+                t, lower)]
   assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {ascii(differ[:3])}"
-  assert _graph_ids(graph, texts) == python.encode_ids(texts)
+  ids = _graph_ids(graph, texts)
+  assert ids == python.encode_ids(texts)
+  assert ids == [reference.encode_ids(t) for t in texts]
 
 
 @pytest.mark.parametrize("lower", [True, False])
-def test_basic_tokenize_in_graph_equals_python_on_random_unicode(tiny_vocab_file, lower):
+def test_basic_tokenize_in_graph_equals_python_and_berts_on_random_unicode(tiny_vocab_file, lower):
   graph = InGraphTokenizer(vocab_file=tiny_vocab_file, do_lower_case=lower)
   python = FullTokenizer(vocab_file=tiny_vocab_file, do_lower_case=lower)
+  bert = bert_tokenization.BasicTokenizer(do_lower_case=lower)
   texts = _random_unicode_texts(20_000, seed=2 + int(lower))
   words = tf.function(graph.basic_tokenize)(encode(texts)).to_list()
   differ = [(t, w) for t, w in zip(texts, words)
-            if [x.decode("utf-8") for x in w] != basic_tokenize(t, lower)]
+            if not [x.decode("utf-8") for x in w] == basic_tokenize(t, lower) == bert.tokenize(t)]
   assert not differ, f"{len(differ)} of {len(texts)} differ, e.g. {ascii(differ[:3])}"
   assert _graph_ids(graph, texts) == python.encode_ids(texts)
 

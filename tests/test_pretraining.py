@@ -1,9 +1,9 @@
 """run_pretraining: losses, eval results, checkpoints that resume, strategies, accumulation."""
 
+import concurrent.futures
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +21,7 @@ from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask, pretraining_losses
 from albert_tf.training.run import Run
-from conftest import ROOT, SHARED_DATA, float32_atol
+from conftest import ROOT, SHARED_DATA, float32_atol, reserved_ports
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 BOOK = SHARED_DATA / "corpus_en" / "nltk_gutenberg" / "austen-persuasion.txt"
@@ -157,36 +157,33 @@ def test_real_data_mirrored_on_two_cpus_equals_one_device(data, tmp_path):
     for process in processes.values():
       if process.poll() is None:
         process.kill()
-        process.wait()
+        process.communicate()  # reaped, its pipes read to their end and closed
   assert "replicas=1 step=4" in runs["one"] and "replicas=2 step=4" in runs["mirrored"]
   _assert_same_weights(_weights(tmp_path / "one"), _weights(tmp_path / "mirrored"))
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
 
 
 def test_real_data_multi_worker_mirrored_two_processes_end_with_identical_weights(data,
                                                                                   tmp_path):
   init = _initial_checkpoint(data, tmp_path)
-  ports = [_free_port(), _free_port()]
-  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
   processes = []
-  try:
-    for index in range(2):
-      env = dict(os.environ, TF_CONFIG=json.dumps(
-          {"cluster": cluster, "task": {"type": "worker", "index": index}}))
-      processes.append(_support(["multi_worker_mirrored", 1, data / "tiny_nodropout.json",
-                                 data / "train-*.tfrecord", init, tmp_path / "run", 3, 16, 1],
-                                env=env))
-    outputs = [p.communicate(timeout=300) for p in processes]
-  finally:
-    for p in processes:
-      if p.poll() is None:
-        p.kill()
-        p.wait()
+  with reserved_ports(2) as ports:  # held until the workers' servers have ended
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    try:
+      for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        processes.append(_support(["multi_worker_mirrored", 1, data / "tiny_nodropout.json",
+                                   data / "train-*.tfrecord", init, tmp_path / "run", 3, 16, 1],
+                                  env=env))
+      # Both pipes read at once: a worker blocked on a full pipe would stall the other in
+      # their collectives.
+      with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        outputs = list(pool.map(lambda p: p.communicate(timeout=300), processes))
+    finally:
+      for p in processes:
+        if p.poll() is None:
+          p.kill()
+          p.communicate()
   for p, (out, err) in zip(processes, outputs):
     assert p.returncode == 0, err[-3000:]
     assert "replicas=2 step=3" in out

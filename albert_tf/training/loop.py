@@ -205,6 +205,7 @@ class TrainingLoop(orbit.AbstractTrainer):
       """Runs up to `steps` steps; returns -1, or the step count whose weights gave a
       non-finite loss (the loop stops there, so later steps cannot hide which state
       diverged). A stop request (SIGTERM) ends it before the next step."""
+      traced_from = time.time()  # Python here runs once, when tracing
       nonfinite_state = tf.constant(-1, tf.int64)
       for _ in tf.range(steps):
         if self._stop.read_value():
@@ -215,6 +216,8 @@ class TrainingLoop(orbit.AbstractTrainer):
         if not tf.math.is_finite(loss):
           nonfinite_state = state
           break
+      # The first loop's long silence, explained: what follows is graph optimisation and steps.
+      logger.info("Traced the training loop in %.1f s", time.time() - traced_from)
       return nonfinite_state
     return train_loop
 
