@@ -15,7 +15,7 @@ from albert_tf.export.encoder import export_encoder
 from albert_tf.export.onnx import run_onnx
 from albert_tf.export.tflite import tflite_logits
 from albert_tf.interop import starts
-from albert_tf.interop.checkpoints import tf1_variable_map
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks.classification import ClassifierOptions
 from albert_tf.tasks.distillation import DistillOptions, Distiller

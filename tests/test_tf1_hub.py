@@ -22,7 +22,8 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkp
 from albert_tf.cli import convert as convert_cli
 from albert_tf.cli.runs import run_classifier
 from albert_tf.interop import checkpoints, sources, starts, tfhub_tf1
-from albert_tf.interop.checkpoints import CheckpointError, tf1_variable_map
+from albert_tf.interop.checkpoints import CheckpointError
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks.classification import ClassifierOptions
 from conftest import ROOT, SHARED_DATA, float32_atol
