@@ -17,7 +17,7 @@ import logging
 from absl import app
 from absl import flags
 
-from albert_tf.interop import huggingface
+from albert_tf.interop import starts
 from albert_tf.jobs.option_fields import declaration, flag_name, is_flag
 from albert_tf.training.preemption import Preempted, sigterm_raises
 
@@ -122,7 +122,7 @@ def job_options(options_class, **extra):
   --init_checkpoint's config and tokenizer files where those flags are not given."""
   given = "do_lower_case" in FLAGS and FLAGS["do_lower_case"].present
   try:
-    values = huggingface.start_defaults(_values(options_class, FLAGS, extra),
+    values = starts.start_defaults(_values(options_class, FLAGS, extra),
                                         do_lower_case_given=given)
   except (OSError, ValueError) as e:
     # The starting point is read before run_job: a web address, a damaged artifact is one line

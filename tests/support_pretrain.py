@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from albert_tf.interop.checkpoints import tf1_variable_map  # noqa: E402
+from albert_tf.interop.tf1_names import tf1_variable_map  # noqa: E402
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask  # noqa: E402
 from albert_tf.training.distribute import create_strategy  # noqa: E402
 from albert_tf.training.run import Run  # noqa: E402

@@ -19,7 +19,8 @@ from albert_tf.cli import convert
 from albert_tf.config import ConfigError
 from albert_tf.export.bundle import export_bundle
 from albert_tf.export.tflite import export_classifier_tflite, run_tflite, tflite_logits
-from albert_tf.interop.checkpoints import CheckpointError, tf1_variable_map
+from albert_tf.interop.checkpoints import CheckpointError
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.summary import parameter_counts
 from conftest import BRIGHTMART_FIXTURES, ROOT, brightmart_checkpoint_arrays, float32_atol

@@ -12,7 +12,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_
 from albert_tf.cli import convert as convert_cli
 from albert_tf.cli.runs import run_ner
 from albert_tf.interop import convert
-from albert_tf.interop import huggingface
+from albert_tf.interop import starts
 from albert_tf.interop.checkpoints import native_checkpoint
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
@@ -222,7 +222,7 @@ def test_tf1_to_huggingface_to_tf1_is_exact_and_writes_specs_names_config_and_to
   # distillation teacher there finds its config.json.
   values = dict(init_checkpoint=str(tmp_path / "hf"), albert_config_file=None,
                 spm_model_file=None, vocab_file=None, do_lower_case=True)
-  values = huggingface.start_defaults(values)
+  values = starts.start_defaults(values)
   assert values == dict(init_checkpoint=str(tmp_path / "hf"),
                         albert_config_file=str(tmp_path / "hf" / "config.json"),
                         spm_model_file=str(tmp_path / "hf" / "spiece.model"), vocab_file=None,

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
 from albert_tf.export.bundle import export_bundle
-from albert_tf.interop import checkpoints, convert, huggingface, sources
+from albert_tf.interop import checkpoints, convert, sources, starts
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.tasks.classification import ClassifierOptions
@@ -199,7 +199,7 @@ def test_run_classifier_starts_from_a_preset_alone(classifier_preset, tmp_path):
   for split in ("train", "dev", "test"):
     (data / f"{split}.csv").write_text("\n".join(rows) + "\n")
   backbone_only = layout_preset(tmp_path / "backbone")
-  values = huggingface.start_defaults(dict(
+  values = starts.start_defaults(dict(
       init_checkpoint=backbone_only, albert_config_file=None, spm_model_file=None,
       vocab_file=None, do_lower_case=True))
   assert values["albert_config_file"] == os.path.join(backbone_only, "config.json")
@@ -265,7 +265,7 @@ def test_an_incomplete_or_damaged_preset_is_one_line_naming_the_file_and_the_fix
     with pytest.raises(checkpoints.CheckpointError, match=message + fix):
       load_checkpoint(AlbertClassifier(config, 3), str(preset))
     with pytest.raises(ValueError, match=message + fix):  # run_classifier's start
-      huggingface.start_defaults(dict(init_checkpoint=str(preset), albert_config_file=None,
+      starts.start_defaults(dict(init_checkpoint=str(preset), albert_config_file=None,
                                       spm_model_file=None, vocab_file=None, do_lower_case=True))
     assert cli.main(["--from=keras_hub", "--to=tf1", f"--input_dir={preset}",
                      f"--output_dir={tmp_path / 'out'}"]) == 1

@@ -10,7 +10,8 @@ import tf_keras
 import reference_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkpoint
 from albert_tf import save_tf1_checkpoint
-from albert_tf.interop.checkpoints import CheckpointError, tf1_variable_map
+from albert_tf.interop.checkpoints import CheckpointError
+from albert_tf.interop.tf1_names import tf1_variable_map
 from conftest import ROOT
 
 BASE = dict(vocab_size=61, embedding_size=12, hidden_size=16, intermediate_size=40,

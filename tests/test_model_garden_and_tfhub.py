@@ -21,7 +21,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_tf1_
 from albert_tf.cli.runs import run_classifier
 from albert_tf.config import CONFIG_NAME
 from albert_tf.export.encoder import export_encoder
-from albert_tf.interop import checkpoints, convert, huggingface, model_garden, sources
+from albert_tf.interop import checkpoints, convert, huggingface, model_garden, sources, starts
 from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
@@ -281,7 +281,7 @@ def test_run_classifier_starts_from_a_tfhub_savedmodel_alone(garden, tmp_path):
     (data / f"{split}.csv").write_text("\n".join(rows) + "\n")
   run_classifier(ClassifierOptions(
       task_name="csv", data_dir=str(data), output_dir=str(tmp_path / "out"),
-      **huggingface.start_defaults({"init_checkpoint": garden["hub"], "albert_config_file": None,
+      **starts.start_defaults({"init_checkpoint": garden["hub"], "albert_config_file": None,
                         "spm_model_file": None, "vocab_file": None, "do_lower_case": True}),
       do_train=True, max_seq_length=16, train_batch_size=8,
       train_step=2, save_checkpoints_steps=2, iterations_per_loop=2, learning_rate=1e-5,
@@ -461,7 +461,7 @@ def test_a_tfhub_download_cut_short_is_one_line_naming_the_file(garden, tmp_path
     load_checkpoint(model, str(cut_data))
   assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables))
   with pytest.raises(ValueError, match=message):  # run_classifier's start, before the job
-    huggingface.start_defaults(dict(values, init_checkpoint=str(cut_data)))
+    starts.start_defaults(dict(values, init_checkpoint=str(cut_data)))
   assert re.search(message, _convert_error(capsys, cut_data, tmp_path / "out_data"))
 
   cut_graph = tmp_path / "cut_graph"
@@ -474,7 +474,7 @@ def test_a_tfhub_download_cut_short_is_one_line_naming_the_file(garden, tmp_path
   with pytest.raises(ValueError, match=message):
     load_checkpoint(model, str(cut_graph))
   with pytest.raises(ValueError, match=message):
-    huggingface.start_defaults(dict(values, init_checkpoint=str(cut_graph)))
+    starts.start_defaults(dict(values, init_checkpoint=str(cut_graph)))
   error = _convert_error(capsys, cut_graph, tmp_path / "out_graph")
   assert re.search(message, error) and "export_savedmodel" not in error, error
   assert not any(p.name.startswith("out_") for p in tmp_path.iterdir())

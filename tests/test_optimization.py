@@ -75,7 +75,7 @@ def test_unknown_optimizer_is_named():
 
 def test_layerwise_decay_scales_each_groups_learning_rate():
   from albert_tf import AlbertConfig
-  from albert_tf.interop.checkpoints import tf1_variable_map
+  from albert_tf.interop.tf1_names import tf1_variable_map
   from albert_tf.modeling.classifier import AlbertClassifier
   from albert_tf.training.optimization import layerwise_lr_multipliers
   from conftest import ROOT

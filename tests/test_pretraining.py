@@ -16,7 +16,8 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.cli.runs import run_pretraining
 from albert_tf.data.pretraining.create import CreationOptions, create_pretraining_data
-from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint, tf1_variable_map
+from albert_tf.interop.checkpoints import CheckpointError, native_checkpoint
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.transformer import recomputed_rounds, set_recompute_grad
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask, pretraining_losses

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, load_checkpoint
 from albert_tf.cli import convert
-from albert_tf.interop import handles, huggingface
+from albert_tf.interop import handles, starts
 from albert_tf.modeling.encoder import AlbertEncoder
 from conftest import ROOT
 
@@ -55,7 +55,7 @@ def test_a_web_address_is_one_line_saying_how_to_download_it(url, encoder, tmp_p
   with pytest.raises(handles.NotDownloaded, match=expected):
     load_checkpoint(encoder, url)
   with pytest.raises(ValueError, match=expected):  # run_classifier's start, before the job
-    huggingface.start_defaults(dict(init_checkpoint=url, albert_config_file=None,
+    starts.start_defaults(dict(init_checkpoint=url, albert_config_file=None,
                                     spm_model_file=None, vocab_file=None, do_lower_case=True))
   assert re.search(expected, _convert_error(capsys, tmp_path, url))
 
@@ -81,7 +81,7 @@ def test_an_unreachable_gs_path_is_one_line_with_the_reason(encoder, monkeypatch
   with pytest.raises(handles.Unreachable, match=expected):
     load_checkpoint(encoder, handle)
   with pytest.raises(OSError, match=expected):
-    huggingface.start_defaults(dict(init_checkpoint=handle, albert_config_file="c.json"))
+    starts.start_defaults(dict(init_checkpoint=handle, albert_config_file="c.json"))
   assert re.search(expected, _convert_error(capsys, tmp_path, handle))
 
 

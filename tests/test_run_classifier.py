@@ -14,8 +14,8 @@ from albert_tf.cli.runs import run_classifier
 from albert_tf.export.encoder import export_encoder
 from albert_tf.export.onnx import run_onnx
 from albert_tf.export.tflite import tflite_logits
-from albert_tf.interop import huggingface
-from albert_tf.interop.checkpoints import tf1_variable_map
+from albert_tf.interop import starts
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks.classification import ClassifierOptions
 from albert_tf.tasks.distillation import DistillOptions, Distiller
@@ -122,7 +122,7 @@ def test_real_data_starts_from_an_exported_encoder_or_a_huggingface_dir_converte
   # --albert_config_file and --spm_model_file (the scripts' flag handling).
   from_hf = dict(init_checkpoint=hf, albert_config_file=None, spm_model_file=None,
                  vocab_file=None, do_lower_case=True)
-  from_hf = huggingface.start_defaults(from_hf)
+  from_hf = starts.start_defaults(from_hf)
   assert from_hf["albert_config_file"] == f"{hf}/config.json"
   assert from_hf["spm_model_file"] == f"{hf}/spiece.model"
   # (The TF1 checkpoint is read by the conversion; run_classifier's own start from a TF1

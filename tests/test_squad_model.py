@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from conftest import ROOT
 from albert_tf.config import AlbertConfig
-from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
+from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.squad import AlbertSquad, SquadV2Head
 
 # The original's names (squad_utils.create_v1_model / create_v2_model), written out here so

@@ -21,8 +21,9 @@ import reference_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_checkpoint
 from albert_tf.cli import convert as convert_cli
 from albert_tf.cli.runs import run_classifier
-from albert_tf.interop import checkpoints, huggingface, sources, tfhub_tf1
-from albert_tf.interop.checkpoints import CheckpointError, tf1_variable_map
+from albert_tf.interop import checkpoints, sources, starts, tfhub_tf1
+from albert_tf.interop.checkpoints import CheckpointError
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks.classification import ClassifierOptions
 from conftest import ROOT, SHARED_DATA, float32_atol
@@ -169,7 +170,7 @@ def test_run_classifier_starts_from_the_module_with_albert_hub_module_handle(mod
   (csv / "train.csv").write_text("\n".join(rows) + "\n")
   # As run_glue.sh: the module handle, no --albert_config_file, no --init_checkpoint; the
   # module's config and SentencePiece model are taken (the flag handling's start_defaults).
-  values = huggingface.start_defaults(dict(
+  values = starts.start_defaults(dict(
       albert_hub_module_handle=str(module), init_checkpoint="", albert_config_file=None,
       spm_model_file=None, vocab_file=None, do_lower_case=True))
   assert values["albert_config_file"] == os.path.join(module, "assets", "albert_config.json")

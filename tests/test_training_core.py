@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.cli.runs import run_classifier
-from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint, tf1_variable_map
+from albert_tf.interop.checkpoints import load_checkpoint, native_checkpoint
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier, ClassificationHead
 from albert_tf.modeling.dense import TokenDense
 from albert_tf.modeling.heads import SentenceOrderHead

@@ -1,8 +1,10 @@
 """Checkpoints: native `tf.train.Checkpoint`s and the original's TF1 name-based checkpoints.
 
-`tf1_variable_map` is the one place where the original's variable names live (Google's, and
-brightmart/albert_zh's for a model of that layout); loading and saving TF1 checkpoints both go
-through it.
+Our own checkpoints' layout (`native_checkpoint`), what a path holds (`source_format`),
+loading any starting point into a model (`load_checkpoint`) and writing a TF1 checkpoint
+(`save_tf1_checkpoint`). The original's variable names (Google's, and brightmart/albert_zh's
+for a model of that layout) live in tf1_names.py; loading and saving TF1 checkpoints both go
+through its `tf1_variable_map`.
 """
 
 import dataclasses
@@ -15,7 +17,8 @@ import tensorflow as tf
 from albert_tf import files
 from albert_tf.interop import huggingface, sources
 from albert_tf.interop.saved_models import load_saved_model
-from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.interop.tf1_names import (encoder_tf1_names, find_encoder, layout_of,
+                                         masked_lm_tf1_names, tf1_variable_map)
 
 logger = logging.getLogger(__name__)
 
@@ -61,118 +64,6 @@ class LoadReport:
     if self.skipped:
       lines.append(f"  skipped {len(self.skipped)} optimizer slots / step counters")
     return "\n".join(lines)
-
-
-def find_encoder(model):
-  """The AlbertEncoder inside `model` (itself, or `model.encoder`)."""
-  if isinstance(model, AlbertEncoder):
-    return model
-  encoder = getattr(model, "encoder", None)
-  if isinstance(encoder, AlbertEncoder):
-    return encoder
-  raise TypeError(f"{type(model).__name__} is neither an AlbertEncoder nor a model with an "
-                  "`encoder` attribute holding one")
-
-
-def _dense(names, prefix, layer):
-  names[prefix + "/kernel"] = layer.kernel
-  names[prefix + "/bias"] = layer.bias
-
-
-def _layer_norm(names, prefix, layer):
-  names[prefix + "/gamma"] = layer.gamma
-  names[prefix + "/beta"] = layer.beta
-
-
-# A block's names inside its scope, per layout and sub-layer: (attribute path, TF1 name).
-# Google's: `attention_1/...`, `ffn_1/...`, `LayerNorm(_1)`; brightmart's: BERT's.
-_BLOCK_NAMES = {
-    "google": {
-        "attention": (("attention.query", "attention_1/self/query"),
-                      ("attention.key", "attention_1/self/key"),
-                      ("attention.value", "attention_1/self/value"),
-                      ("output_dense", "attention_1/output/dense"),
-                      ("layer_norm", "LayerNorm")),
-        "ffn": (("intermediate", "ffn_1/intermediate/dense"),
-                ("output_dense", "ffn_1/intermediate/output/dense"),
-                ("layer_norm", "LayerNorm_1"))},
-    "brightmart": {
-        "attention": (("attention.query", "attention/self/query"),
-                      ("attention.key", "attention/self/key"),
-                      ("attention.value", "attention/self/value"),
-                      ("output_dense", "attention/output/dense"),
-                      ("layer_norm", "attention/output/LayerNorm")),
-        "ffn": (("intermediate", "intermediate/dense"),
-                ("output_dense", "output/dense"),
-                ("layer_norm", "output/LayerNorm"))},
-}
-
-
-def layout_of(encoder):
-  """"brightmart" or "google": the layout of an encoder (duck-typed, see below)."""
-  has_second_factor = getattr(encoder.embedding_layer, "word_embeddings_2", None) is not None
-  return "brightmart" if has_second_factor else "google"
-
-
-def _sublayer_names(names, scope, sublayer, table):
-  for path, name in table:
-    layer = sublayer
-    for attribute in path.split("."):
-      layer = getattr(layer, attribute)
-    (_layer_norm if path == "layer_norm" else _dense)(names, f"{scope}/{name}", layer)
-
-
-def _encoder_tf1_names(encoder):
-  """The encoder's variables by original name; duck-typed, so it also walks an exported
-  encoder restored with `tf.saved_model.load`.
-
-  brightmart's layout: the E -> H projection is `bert/embeddings/word_embeddings_2` and its one
-  shared block lives under `bert/encoder/layer_shared` (their modeling.py)."""
-  names = {}
-  emb = encoder.embedding_layer
-  names["bert/embeddings/word_embeddings"] = emb.word_embeddings
-  names["bert/embeddings/token_type_embeddings"] = emb.token_type_embeddings
-  names["bert/embeddings/position_embeddings"] = emb.position_embeddings
-  _layer_norm(names, "bert/embeddings/LayerNorm", emb.layer_norm)
-  layout = layout_of(encoder)
-  if layout == "brightmart":
-    names["bert/embeddings/word_embeddings_2"] = emb.word_embeddings_2
-  projection = getattr(encoder, "embedding_projection", None)
-  if projection is not None:
-    _dense(names, "bert/encoder/embedding_hidden_mapping_in", projection)
-  for part in ("attention", "ffn"):
-    for key, sub in sorted(getattr(encoder, f"{part}_sublayers").items()):
-      scope = ("bert/encoder/layer_shared" if layout == "brightmart"
-               else f"bert/encoder/transformer/{key}")
-      _sublayer_names(names, scope, sub, _BLOCK_NAMES[layout][part])
-  _dense(names, "bert/pooler/dense", encoder.pooler_layer)
-  return names
-
-
-def _masked_lm_tf1_names(masked_lm):
-  names = {}
-  _dense(names, "cls/predictions/transform/dense", masked_lm.dense)
-  _layer_norm(names, "cls/predictions/transform/LayerNorm", masked_lm.layer_norm)
-  names["cls/predictions/output_bias"] = masked_lm.output_bias
-  return names
-
-
-def tf1_variable_map(model):
-  """`{original TF1 name: tf.Variable}` for an encoder, a pretrainer, or a task model.
-
-  Task models add their heads' names with a `tf1_head_variables()` method returning a dict.
-  """
-  names = _encoder_tf1_names(find_encoder(model))
-  masked_lm = getattr(model, "masked_lm", None)
-  if masked_lm is not None:
-    names.update(_masked_lm_tf1_names(masked_lm))
-  sentence_order = getattr(model, "sentence_order", None)
-  if sentence_order is not None:
-    names["cls/seq_relationship/output_weights"] = sentence_order.output_weights
-    names["cls/seq_relationship/output_bias"] = sentence_order.output_bias
-  if hasattr(model, "tf1_head_variables"):
-    names.update(model.tf1_head_variables())
-  return names
 
 
 def _encoder_parts(encoder):
@@ -497,9 +388,9 @@ def _load_saved_model(model, path):
   encoder = getattr(loaded, "encoder", None)
   if encoder is None or not hasattr(encoder, "embedding_layer"):
     raise CheckpointError(f"{path} is a SavedModel but not an albert-tf encoder export")
-  sources = _encoder_tf1_names(encoder)
+  sources = encoder_tf1_names(encoder)
   if getattr(loaded, "masked_lm", None) is not None:
-    sources.update(_masked_lm_tf1_names(loaded.masked_lm))
+    sources.update(masked_lm_tf1_names(loaded.masked_lm))
   shapes = {name: v.shape.as_list() for name, v in sources.items()}
   targets = tf1_variable_map(model)
   loaded_names, missing, matched = _match(targets, {k: k for k in shapes}, shapes, path, False)

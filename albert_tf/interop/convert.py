@@ -32,6 +32,7 @@ from albert_tf.config import CONFIG_NAME, MODEL_FLAGS_NAME, AlbertConfig
 from albert_tf.interop import checkpoints
 from albert_tf.interop import huggingface
 from albert_tf.interop import sources
+from albert_tf.interop import tf1_names
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
@@ -277,7 +278,7 @@ def _loaded_arrays(converted):
   """{TF1 name: ndarray} of the weights the source held (nothing freshly initialised)."""
   loaded = {v.ref() for v in converted.report.assigned}
   return {name: variable.numpy()
-          for name, variable in checkpoints.tf1_variable_map(converted.model).items()
+          for name, variable in tf1_names.tf1_variable_map(converted.model).items()
           if variable.ref() in loaded}
 
 

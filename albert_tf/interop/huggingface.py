@@ -12,7 +12,6 @@ already `[out, in]` and are copied as they are.
 """
 
 import json
-import logging
 import os
 import re
 
@@ -21,9 +20,6 @@ import numpy as np
 from albert_tf.config import AlbertConfig
 from albert_tf.config_formats import (ACTIVATION_TO_HF, HF_DEFAULTS, LAYER_NORM_EPS, SHARED_HF_KEYS,
                                       ConfigError, from_huggingface)
-from albert_tf.interop import sources
-
-logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -572,55 +568,3 @@ def tokenizer_defaults(directory, spm_model_file=None, vocab_file=None, do_lower
   if do_lower_case is None and os.path.exists(settings_file):
     do_lower_case = read_json(settings_file).get("do_lower_case")
   return spm_model_file, vocab_file, do_lower_case
-
-
-def start_defaults(values, do_lower_case_given=False):
-  """A fine-tuning job's settings (`values`, by flag name) filled from its starting point: with
-  init_checkpoint=<Hugging Face directory>, its config.json stands in for albert_config_file,
-  and its tokenizer files for spm_model_file / vocab_file and do_lower_case (unless
-  `do_lower_case_given`), where those are not given. Returns the filled values (a new dict);
-  settings absent from `values` stay absent."""
-  values = dict(values)
-  # The scripts start from --albert_hub_module_handle before --init_checkpoint (finetuning.py).
-  start = values.get("albert_hub_module_handle") or values.get("init_checkpoint")
-  if not start:
-    return values
-  if not is_huggingface_dir(start):
-    return _foreign_start_defaults(values, start, do_lower_case_given)
-  taken = []
-  if "albert_config_file" in values and not values["albert_config_file"]:
-    values["albert_config_file"] = os.path.join(start, CONFIG_FILE)
-    taken.append("--albert_config_file=" + values["albert_config_file"])
-  if "spm_model_file" in values:
-    found = tokenizer_defaults(start, values["spm_model_file"], values.get("vocab_file"),
-                               values["do_lower_case"] if do_lower_case_given else None)
-    for name, value in zip(("spm_model_file", "vocab_file", "do_lower_case"), found):
-      if value is not None and value != values.get(name):
-        values[name] = value
-        taken.append(f"--{name}={value}")
-  if taken:
-    logger.info("From the Hugging Face directory %s: %s", start, " ".join(taken))
-  return values
-
-
-def _foreign_start_defaults(values, start, do_lower_case_given):
-  """`start_defaults` for another library's artifact (sources.py): its config file and
-  tokenizer, where it carries them and the flags are not given."""
-  fmt = sources.detect(start)
-  if fmt is None:
-    return values
-  weights = sources.read(start, fmt, with_arrays=False)
-  found = {"albert_config_file": weights.config_file}
-  if not values.get("spm_model_file") and not values.get("vocab_file"):
-    found.update(spm_model_file=weights.spm_model_file, vocab_file=weights.vocab_file)
-    if not do_lower_case_given:
-      found["do_lower_case"] = weights.do_lower_case
-  taken = []
-  for name, value in found.items():
-    if name in values and value is not None and value != values[name] and (
-        name == "do_lower_case" or not values[name]):
-      values[name] = value
-      taken.append(f"--{name}={value}")
-  if taken:
-    logger.info("From %s: %s", start, " ".join(taken))
-  return values

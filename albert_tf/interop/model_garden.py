@@ -35,7 +35,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from albert_tf.config import CONFIG_NAME, AlbertConfig
-from albert_tf.interop import checkpoints, sources
+from albert_tf.interop import checkpoints, sources, tf1_names
 
 logger = logging.getLogger(__name__)
 
@@ -397,9 +397,9 @@ def write(converted, directory):
   check_expressible(c.config, c.head)
   assigned = {v.ref() for v in c.report.assigned}
   arrays = {name: variable.numpy()
-            for name, variable in checkpoints.tf1_variable_map(c.model).items()
+            for name, variable in tf1_names.tf1_variable_map(c.model).items()
             if variable.ref() in assigned}
-  missing = [n for n in checkpoints.tf1_variable_map(checkpoints.find_encoder(c.model))
+  missing = [n for n in tf1_names.tf1_variable_map(tf1_names.find_encoder(c.model))
              if n not in arrays]
   if missing:
     raise ValueError(f"the source has no {', '.join(missing[:3])}: Model Garden's "

@@ -6,7 +6,7 @@
 
 Each reader (its own module: `tfhub.py`, `model_garden.py`, `keras_hub.py`) turns a library's
 artifact into `ForeignWeights`: its arrays under the original's TF1 names and in the original's
-shapes (`checkpoints.tf1_variable_map`), plus whatever the artifact carries of the config and
+shapes (`tf1_names.tf1_variable_map`), plus whatever the artifact carries of the config and
 the tokenizer. Everything else then treats the source as it treats an original TF1 checkpoint:
 `checkpoints.load_checkpoint` loads it into any model (every shape checked before anything is
 assigned), `convert.read` converts it, and the scripts start from it with `--init_checkpoint`.

@@ -14,7 +14,8 @@ from albert_tf import files
 from albert_tf import tokenization
 from albert_tf.config import AlbertConfig
 from albert_tf.interop import sources
-from albert_tf.interop.checkpoints import load_checkpoint, tf1_variable_map
+from albert_tf.interop.checkpoints import load_checkpoint
+from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.jobs import versions
 from albert_tf.jobs.option_fields import VERSION, option
 from albert_tf.tasks import distillation

@@ -1,6 +1,6 @@
 """`--freeze`: the parts of an ALBERT model left untrained, by the original's names."""
 
-from albert_tf.interop.checkpoints import tf1_variable_map
+from albert_tf.interop.tf1_names import tf1_variable_map
 
 
 def freeze_parts(model, parts):

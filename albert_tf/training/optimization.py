@@ -161,7 +161,7 @@ def layerwise_lr_multipliers(tf1_names, decay):
   transformer group, ..., groups + 1 for the embeddings (ELECTRA-style layer-wise decay over
   ALBERT's distinct groups; with full sharing: head 1, shared block decay, embeddings decay^2).
 
-  `tf1_names` is `checkpoints.tf1_variable_map(model)`.
+  `tf1_names` is `tf1_names.tf1_variable_map(model)`.
   """
   if not 0.0 < decay <= 1.0:
     raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {decay}")
