@@ -112,10 +112,13 @@ def reserved_ports(count):
 def float32_atol(reference, terms, ulps=4):
   """An absolute tolerance for float32 results that two graphs or kernel libraries (Eigen,
   oneDNN, any thread count) may sum in other orders: `ulps` units in the last place of the
-  largest magnitude in `reference`, times `terms`, the length of the longest chain of
-  additions behind each value (each may round by up to half an ulp of the running sum)."""
+  largest finite magnitude in `reference`, times `terms`, the length of the longest chain of
+  additions behind each value (each may round by up to half an ulp of the running sum).
+  Infinities (log-probabilities of masked positions) must match exactly and set no scale."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  return ulps * float(np.spacing(np.float32(np.max(np.abs(reference))))) * terms
+  values = np.abs(np.asarray(reference, np.float64))
+  largest = np.max(values[np.isfinite(values)], initial=0.0)
+  return ulps * float(np.spacing(np.float32(largest))) * terms
 
 
 def randomised(model, seed):
