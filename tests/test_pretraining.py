@@ -66,11 +66,28 @@ def test_real_data_training_lowers_the_loss_and_writes_eval_results(data, tmp_pa
       "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
       "sentence_order_loss"]
   assert "global_step = 40" in lines
-  assert evaluation["loss"] == pytest.approx(
-      evaluation["masked_lm_loss"] + evaluation["sentence_order_loss"], rel=0.05)
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-40")
   assert tf.io.gfile.glob(str(tmp_path / "train" / "events.out.tfevents.*"))
   assert tf.io.gfile.glob(str(tmp_path / "eval" / "events.out.tfevents.*"))
+
+
+def test_eval_loss_is_masked_lm_loss_plus_weighted_sentence_order_loss(data, tmp_path):
+  # The reported loss is the mean over batches of each batch's loss, sum(w * ce) / (W + 1e-5)
+  # + weight * mean(sop_ce), while masked_lm_loss weights every prediction alike across
+  # batches (sum(w * ce) / sum(W)): over several batches with different prediction counts W
+  # the two differ by more than rounding. Over one batch they agree but for the 1e-5 (at most
+  # masked_lm_loss * 1e-5 / W, W >= one prediction per example) and float32 rounding of the
+  # longest sum, the batch's predictions. A weight other than 1 shows the SOP term's weighting.
+  run_pretraining(opts(data, tmp_path, num_train_steps=10))
+  weight = 0.5
+  _, evaluation = run_pretraining(opts(data, tmp_path, num_train_steps=10, do_train=False,
+                                       do_eval=True, max_eval_steps=1,
+                                       sentence_loss_weight=weight))
+  mlm, sop = evaluation["masked_lm_loss"], evaluation["sentence_order_loss"]
+  batch, predictions = 16, 5
+  atol = (float32_atol([evaluation["loss"], mlm, sop], batch * predictions)
+          + mlm * 1e-5 / batch)
+  assert abs(evaluation["loss"] - (mlm + weight * sop)) <= atol
 
 
 def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(data, tmp_path):
