@@ -233,12 +233,16 @@ def test_export_bundle_of_albert_tiny_zh_serves_its_outputs(brightmart_tiny_zh, 
 
 
 def _moved_at_most(model, start_prefix, names, atol):
-  """The weights `names` of a trained `model` are within `atol` of the start checkpoint's."""
+  """The weights `names` of a trained `model` moved from the start checkpoint's (some element
+  of each by more than float32 rounding, one spacing of its start value: a run that trained
+  nothing, or froze them, or saved the start again, fails) and by no more than `atol`."""
   start = tf.train.load_checkpoint(start_prefix)
   variables = tf1_variable_map(model)
   for name in names:
-    np.testing.assert_allclose(variables[name].numpy(), start.get_tensor(name), atol=atol,
-                               err_msg=name)
+    before = start.get_tensor(name)
+    after = variables[name].numpy()
+    np.testing.assert_allclose(after, before, atol=atol, err_msg=name)
+    assert np.any(np.abs(after - before) > np.spacing(np.abs(before))), f"{name} did not move"
 
 
 def test_run_race_starts_from_albert_tiny_zh(brightmart_tiny_zh, tmp_path):
