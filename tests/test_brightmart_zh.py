@@ -255,7 +255,7 @@ def test_run_race_starts_from_albert_tiny_zh(brightmart_tiny_zh, tmp_path):
           "他在上海工作。,他在哪里工作,北京,上海,1",
           "这本书很有意思。,这本书怎么样,有意思,没意思,0",
           "我们明天去公园。,我们什么时候去公园,今天,明天,1"]
-  for split in ("train", "dev"):
+  for split in ("train", "dev", "test"):
     (tmp_path / f"{split}.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
   d = brightmart_tiny_zh
   options = RaceOptions(
@@ -264,9 +264,16 @@ def test_run_race_starts_from_albert_tiny_zh(brightmart_tiny_zh, tmp_path):
       label_column="answer", albert_config_file=str(d / "albert_config_tiny.json"),
       init_checkpoint=str(d / "albert_model.ckpt"), vocab_file=str(d / "vocab.txt"),
       max_seq_length=32, max_qa_length=16, train_batch_size=2, learning_rate=1e-4,
-      train_step=2, warmup_step=0, save_checkpoints_steps=2, log_every_seconds=0)
+      train_step=2, warmup_step=0, save_checkpoints_steps=2, do_predict=True,
+      log_every_seconds=0)
   results = run_race(options)
-  assert results["questions"] == 4 and 0 <= results["accuracy"] <= 1
+  # The test split is the dev one and step 2 the one checkpoint (the last evaluated and the
+  # best the predictions come from): the dev accuracy is that of the written answers, exactly.
+  written = [json.loads(line)["answer"] for line in
+             (tmp_path / "out" / "test_predictions.jsonl").read_text("utf-8").splitlines()]
+  answers = ["AB"[int(row.split(",")[-1])] for row in rows[1:]]
+  assert results["questions"] == len(written) == 4
+  assert results["accuracy"] == float(np.mean(np.array(written) == np.array(answers)))
   config = AlbertConfig.from_json_file(tmp_path / "out" / "albert_config.json")
   model = AlbertMultipleChoice(config).build_for()
   load_checkpoint(model, str(tmp_path / "out"))
