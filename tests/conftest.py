@@ -121,6 +121,23 @@ def float32_atol(reference, terms, ulps=4):
   return ulps * float(np.spacing(np.float32(largest))) * terms
 
 
+def assert_moved_at_most(model, start_prefix, names, atol):
+  """The weights `names` (TF1 names) of a trained `model` moved from the start checkpoint's
+  (some element of each by more than float32 rounding, one spacing of its start value: a run
+  that trained nothing, or froze them, or saved the start again, fails) and by no more than
+  `atol`."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.interop.tf1_names import tf1_variable_map  # pylint: disable=g-import-not-at-top
+  start = tf.train.load_checkpoint(start_prefix)
+  variables = tf1_variable_map(model)
+  for name in names:
+    before = start.get_tensor(name)
+    after = variables[name].numpy()
+    np.testing.assert_allclose(after, before, atol=atol, err_msg=name)
+    assert np.any(np.abs(after - before) > np.spacing(np.abs(before))), f"{name} did not move"
+
+
 def clue_dev_as_test(task_dir, folder):
   """`folder` made a copy of the CLUE task folder `task_dir` (its files linked) whose test.json
   is the dev rows that have a gold label (CLUE's "-" rows, skipped in dev, are left out), each

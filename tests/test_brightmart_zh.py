@@ -23,8 +23,8 @@ from albert_tf.interop.checkpoints import CheckpointError
 from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.summary import parameter_counts
-from conftest import (BRIGHTMART_FIXTURES, ROOT, brightmart_checkpoint_arrays, clue_dev_as_test,
-                      float32_atol)
+from conftest import (BRIGHTMART_FIXTURES, ROOT, assert_moved_at_most,
+                      brightmart_checkpoint_arrays, clue_dev_as_test, float32_atol)
 
 LN_TYPES = ("postln", "preln")
 BRIGHTMART_CONFIGS = ROOT / "configs" / "brightmart"
@@ -233,19 +233,6 @@ def test_export_bundle_of_albert_tiny_zh_serves_its_outputs(brightmart_tiny_zh, 
   np.testing.assert_allclose(got["pooled_output"][0], want["pooled_output"][0], atol=0.1)
 
 
-def _moved_at_most(model, start_prefix, names, atol):
-  """The weights `names` of a trained `model` moved from the start checkpoint's (some element
-  of each by more than float32 rounding, one spacing of its start value: a run that trained
-  nothing, or froze them, or saved the start again, fails) and by no more than `atol`."""
-  start = tf.train.load_checkpoint(start_prefix)
-  variables = tf1_variable_map(model)
-  for name in names:
-    before = start.get_tensor(name)
-    after = variables[name].numpy()
-    np.testing.assert_allclose(after, before, atol=atol, err_msg=name)
-    assert np.any(np.abs(after - before) > np.spacing(np.abs(before))), f"{name} did not move"
-
-
 def test_run_race_starts_from_albert_tiny_zh(brightmart_tiny_zh, tmp_path):
   """Multiple choice (the users' CSV path of run_race) from brightmart's release."""
   from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=g-import-not-at-top
@@ -278,8 +265,8 @@ def test_run_race_starts_from_albert_tiny_zh(brightmart_tiny_zh, tmp_path):
   config = AlbertConfig.from_json_file(tmp_path / "out" / "albert_config.json")
   model = AlbertMultipleChoice(config).build_for()
   load_checkpoint(model, str(tmp_path / "out"))
-  _moved_at_most(model, str(d / "albert_model.ckpt"),
-                 ["bert/embeddings/word_embeddings_2", "bert/pooler/dense/kernel"], 1e-3)
+  assert_moved_at_most(model, str(d / "albert_model.ckpt"),
+                       ["bert/embeddings/word_embeddings_2", "bert/pooler/dense/kernel"], 1e-3)
 
 
 def test_continued_pretraining_starts_from_albert_tiny_zh_with_both_heads(
@@ -304,9 +291,10 @@ def test_continued_pretraining_starts_from_albert_tiny_zh_with_both_heads(
   run_pretraining(options)
   model = AlbertPretrainer(AlbertConfig.from_json_file(tmp_path / "out" / "albert_config.json"))
   load_checkpoint(model, str(tmp_path / "out"))
-  _moved_at_most(model, str(d / "albert_model.ckpt"),
-                 ["bert/embeddings/word_embeddings_2", "cls/predictions/transform/dense/kernel",
-                  "cls/predictions/output_bias", "cls/seq_relationship/output_weights"], 1e-3)
+  assert_moved_at_most(model, str(d / "albert_model.ckpt"),
+                       ["bert/embeddings/word_embeddings_2",
+                        "cls/predictions/transform/dense/kernel", "cls/predictions/output_bias",
+                        "cls/seq_relationship/output_weights"], 1e-3)
 
 
 def test_their_fine_tuned_classifier_is_evaluated_exported_and_served_by_run_classifier(
