@@ -122,6 +122,7 @@ def study_section(study, entry):
            f"creation excluded): {entry['seconds'] / 60:.1f} min"
            + (", not counting the runs taken from " + ", ".join(sorted(reused))
               + " (the same variant, scale and data)" if reused else "") + ".", "",
+           *([entry["note"], ""] if entry.get("note") else []),
            *_corpus_lines(scale),
            "Pretraining data (`create_pretraining_data`, seq " + str(scale["seq"]) + "): "
            + "; ".join(f"{name} {d['instances']} instances, {100 * d['random_partner']:.0f}% "
