@@ -144,7 +144,8 @@ def _start_server(folder, flags):
       time.sleep(0.5)
 
 
-def _stop_server(server):
+def stop_server(server):
+  """SIGTERM to a running server, then a kill if it has not ended within a minute."""
   if server is not None and server.poll() is None:
     server.send_signal(signal.SIGTERM)
     try:
@@ -170,7 +171,7 @@ def _compare_batching(args, folder, sentences):
         figures[name, count] = _summary(*_clients(count, max(1, args.requests // count),
                                                   sentences, ask))
     finally:
-      _stop_server(server)
+      stop_server(server)
   print("| clients | " + " | ".join(f"{name} p50 / p99 ms | req/s" for name in SERVERS) +
         " | req/s " + " | req/s ".join(f"{name} / unbatched" for name in list(SERVERS)[1:]) +
         " |")
@@ -251,7 +252,7 @@ def main(argv=None):
       with open(args.out, "w") as f:
         json.dump(rows, f, indent=1)
   finally:
-    _stop_server(server)
+    stop_server(server)
     shutil.rmtree(folder, ignore_errors=True)
   return 0
 

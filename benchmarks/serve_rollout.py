@@ -20,7 +20,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.export.task_models import export_classifier  # noqa: E402
 from albert_tf.export.warmup import WARMUP_FILE  # noqa: E402
 from albert_tf.modeling.classifier import AlbertClassifier  # noqa: E402
+from benchmarks.serve_bench import stop_server  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPM = os.path.join(os.path.dirname(ROOT), "shared", "data", "sentencepiece", "spiece.model")
@@ -146,12 +146,7 @@ def main(argv=None):
         json.dump({"summary": summary, "rows": rows}, f, indent=1)
     return 0
   finally:
-    if process is not None and process.poll() is None:
-      process.send_signal(signal.SIGTERM)
-      try:
-        process.wait(60)
-      except subprocess.TimeoutExpired:
-        process.kill()
+    stop_server(process)
     shutil.rmtree(work, ignore_errors=True)
 
 
