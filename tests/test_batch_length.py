@@ -2,6 +2,7 @@
 same examples in the same order, less padding, and the fixed-length run's losses and metrics to
 float32 rounding."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,14 +10,19 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data.batch_length import trim_batch, trimmed_length
+from albert_tf.data import squad as squad_data
 from albert_tf.data.classification.features import SEQUENCE_FEATURES, classification_dataset
 from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
+from albert_tf.tasks.ner import NerOptions, NerTask
 from albert_tf.tasks.race import RaceOptions, RaceTask
+from albert_tf.tasks.squad import SquadOptions, SquadTask
 from albert_tf.training.run import Run
 from conftest import ROOT, SHARED_DATA, float32_atol
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 SST2 = SHARED_DATA / "glue" / "SST-2"
+XQUAD = SHARED_DATA / "squad" / "v1.1_xquad_en" / "xquad.en.json"
+CONLL = SHARED_DATA / "ner" / "conll2003"
 
 
 def test_a_batch_is_cut_to_its_longest_row_rounded_up_to_the_multiple():
@@ -129,3 +135,107 @@ def test_trimmed_batches_under_xla_accumulation_and_loops_of_steps_equal_the_fix
   assert len(losses[False]) == 2  # two loops of 3 steps: each loop's mean loss
   np.testing.assert_allclose(losses[True], losses[False],
                              atol=float32_atol(losses[False], 64 * 2 * 6))
+
+
+def _squad_files(tmp_path):
+  """24 xquad questions as SQuAD v2.0, each with its paragraph cut around its answer
+  (windows of many lengths), every third made unanswerable; for training and prediction."""
+  paragraphs = []
+  questions = ((p["context"], qa) for p in squad_data.load_squad_json(str(XQUAD))[0]["paragraphs"]
+               for qa in p["qas"])
+  for n, (context, qa) in enumerate(questions):
+    answer = qa["answers"][0]
+    start = context.rfind(". ", 0, answer["answer_start"]) + 2 if n % 2 else 0
+    start = start if start >= 2 else 0  # from the answer's sentence, or the paragraph's start
+    end = answer["answer_start"] + len(answer["text"]) + n * 37 % 100
+    qa["answers"] = [dict(answer, answer_start=answer["answer_start"] - start)]
+    paragraphs.append({"context": context[start:end], "qas": [qa]})
+    if n % 3 == 0:
+      qa["is_impossible"], qa["answers"] = True, []
+    if len(paragraphs) == 24:
+      break
+  path = tmp_path / "squad_v2.json"
+  path.write_text(json.dumps({"version": "2.0",
+                              "data": [{"title": "xquad", "paragraphs": paragraphs}]}))
+  return str(path)
+
+
+def _squad_run(tmp_path, config, trim, version_2=True):
+  squad = _squad_files(tmp_path)
+  options = SquadOptions(
+      train_file=squad, predict_file=squad, output_dir=str(tmp_path / f"v2-{version_2}-{trim}"),
+      albert_config_file=str(config), spm_model_file=str(SPM), max_seq_length=64,
+      doc_stride=32, max_query_length=16, train_batch_size=4, predict_batch_size=4,
+      num_train_epochs=0.5, learning_rate=1e-3, iterations_per_loop=1, seed=1,
+      log_every_seconds=0, do_train=True, do_predict=True, version_2_with_negative=version_2,
+      trim_batches=trim)
+  history, task = [], SquadTask(options)
+  Run(task).run_phases(history)
+  return task, [h["loss"] for h in history], tmp_path / options.output_dir
+
+
+def test_trimmed_squad_v2_training_and_predictions_equal_the_fixed_length_run(
+    no_encoder_dropout, tmp_path):
+  """v2.0 masks padding out of its softmaxes and candidates (p_mask): the same losses, answers
+  and null odds. v1.1's loss and n-best range over padding, as the original's: never trimmed."""
+  runs = {trim: _squad_run(tmp_path, no_encoder_dropout, trim) for trim in (False, True)}
+  _, fixed_losses, fixed_out = runs[False]
+  task, trimmed_losses, trimmed_out = runs[True]
+  assert len(fixed_losses) >= 3
+  # Each loss sums over up to 64 positions in attention and the softmaxes, per layer and step.
+  np.testing.assert_allclose(trimmed_losses, fixed_losses,
+                             atol=float32_atol(fixed_losses, 64 * 3 * len(fixed_losses)))
+  read = lambda out, name: json.loads((out / name).read_text())
+  assert read(trimmed_out, "predictions.json") == read(fixed_out, "predictions.json")
+  fixed_odds, trimmed_odds = (read(out, "null_odds.json") for out in (fixed_out, trimmed_out))
+  assert trimmed_odds.keys() == fixed_odds.keys()
+  np.testing.assert_allclose([trimmed_odds[k] for k in fixed_odds], list(fixed_odds.values()),
+                             atol=float32_atol(list(fixed_odds.values()), 64 * 3 * 2))
+  path = str(fixed_out / "predict_features.tf_record")
+  lengths = {int(b["input_mask"].shape[1])
+             for b in squad_data.squad_dataset(path, 64, 4, False, trim=True)}
+  assert min(lengths) < 64, lengths  # the trimmed run really computed shorter batches
+  v1 = SquadTask(dataclasses.replace(task.options, version_2_with_negative=False,
+                                     do_train=False, do_predict=False))
+  assert task.trim and not v1.trim
+
+
+def _ner_run(tmp_path, config, trim, use_crf):
+  data = tmp_path / "conll"
+  if not data.exists():
+    data.mkdir()
+    for split, source, count in (("train", "train", 48), ("valid", "valid", 40)):
+      blocks = (CONLL / f"{source}.txt").read_text(encoding="utf-8").split("\n\n")
+      (data / f"{split}.txt").write_text("\n\n".join(blocks[:count]) + "\n",
+                                         encoding="utf-8")
+  options = NerOptions(
+      albert_config_file=str(config), spm_model_file=str(SPM), data_format="conll",
+      data_dir=str(data), output_dir=str(tmp_path / f"ner-{use_crf}-{trim}"), do_train=True,
+      do_eval=True, use_crf=use_crf, max_seq_length=64, doc_stride=32, train_batch_size=8,
+      eval_batch_size=8, learning_rate=1e-3, train_step=4, warmup_step=0,
+      save_checkpoints_steps=4, iterations_per_loop=1, seed=1, log_every_seconds=0,
+      dropout_prob=0.0, trim_batches=trim)
+  history, task = [], NerTask(options)
+  run = Run(task)
+  _, evaluated, _ = run.run_phases(history)
+  _, tags = task.predicted_tags(run.loop.model, "dev", 8)
+  return task, [h["loss"] for h in history], evaluated, tags
+
+
+@pytest.mark.parametrize("use_crf", [False, True], ids=["softmax", "crf"])
+def test_trimmed_ner_training_and_evaluation_equal_the_fixed_length_run(
+    no_encoder_dropout, tmp_path, use_crf):
+  """Words are read at their first pieces and scored where `label_mask` says, the CRF runs
+  over those words only: cutting the windows' padding changes no loss, tag or F1."""
+  runs = {trim: _ner_run(tmp_path, no_encoder_dropout, trim, use_crf) for trim in (False, True)}
+  (_, fixed_losses, fixed_eval, fixed_tags) = runs[False]
+  (task, trimmed_losses, trimmed_eval, trimmed_tags) = runs[True]
+  assert len(fixed_losses) == 4
+  # Each loss sums over up to 64 positions in attention and the windows' words, per step.
+  np.testing.assert_allclose(trimmed_losses, fixed_losses,
+                             atol=float32_atol(fixed_losses, 64 * 3 * 4))
+  assert trimmed_tags == fixed_tags  # every dev word's tag
+  assert trimmed_eval == fixed_eval
+  dataset = task._trimmed(tf.data.Dataset.from_tensor_slices(task.features("dev")[2]).batch(8))
+  lengths = {int(b["word_positions"].shape[1]) for b in dataset}
+  assert min(lengths) < 64, lengths  # the trimmed run really computed shorter windows

@@ -280,6 +280,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 
 # --- TFRecords --------------------------------------------------------------------------------
 _FIXED_FIELDS = ("input_ids", "input_mask", "segment_ids", "p_mask")
+# The batch's features whose last axis is the sequence (their names in a batch).
+_SEQUENCE_NAMES = ("input_word_ids", "input_mask", "input_type_ids", "p_mask")
 _SCALAR_FIELDS = ("unique_ids", "start_positions", "end_positions", "is_impossible",
                   "example_index", "doc_span_index", "doc_offset")
 
@@ -328,11 +330,14 @@ def read_squad_features(path):
 
 
 def squad_dataset(path, max_seq_length, batch_size, is_training, seed=None,
-                  shuffle_buffer=100):
+                  shuffle_buffer=100, trim=False):
   """Batches with the model's input names plus `p_mask`, `unique_ids`, `start_positions`,
   `end_positions` and `is_impossible` (int32). Training repeats, shuffles (the original's
-  buffer of 100) and drops the last partial batch; prediction keeps order and every record."""
+  buffer of 100) and drops the last partial batch; prediction keeps order and every record.
+  With `trim`, the sequence axis is each batch's longest window rounded up
+  (`batch_length.trim_batch`), else max_seq_length."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.batch_length import trim_batch  # pylint: disable=g-import-not-at-top
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"SQuAD feature file not found: {path}")
   spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in _FIXED_FIELDS}
@@ -343,7 +348,7 @@ def squad_dataset(path, max_seq_length, batch_size, is_training, seed=None,
     example["input_word_ids"] = example.pop("input_ids")
     example["input_type_ids"] = example.pop("segment_ids")
     example["unique_ids"] = tf.cast(example["unique_ids"], tf.int32)
-    return example
+    return trim_batch(example, _SEQUENCE_NAMES, max_seq_length) if trim else example
 
   dataset = tf.data.TFRecordDataset([path])
   if is_training:

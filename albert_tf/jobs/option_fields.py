@@ -55,14 +55,15 @@ def sequence_length(default, help, at_least=None):
   return option(default, help, bound=None if at_least is None else f">= {at_least}")
 
 
-def trim_batches():
+def trim_batches(where=""):
   """The `trim_batches` field of a fine-tuning job whose batches can be cut to their longest row
-  (`data.batch_length`): on by default, since the results are the fixed-length run's."""
+  (`data.batch_length`): on by default, since the results are the fixed-length run's. `where`
+  ends the help with the job's own limits."""
   return option(
       True, "Compute each training and evaluation batch at its longest real row (rounded up to "
       "a multiple of 16) instead of max_seq_length: the same examples, losses and metrics to "
       "float32 rounding, less padding computed. --notrim_batches computes every batch at "
-      "max_seq_length, as the original's fixed-length input does.")
+      "max_seq_length, as the original's fixed-length input does." + where)
 
 
 def declaration(options_class, name):

@@ -29,8 +29,9 @@ from albert_tf import files
 from albert_tf.config import MODEL_FLAGS_NAME
 from albert_tf.data import ner as ner_data
 from albert_tf.data import ner_features
+from albert_tf.data.batch_length import trim_batch
 from albert_tf.data.ner_features import WORD_SPLITS
-from albert_tf.jobs.option_fields import option, sequence_length
+from albert_tf.jobs.option_fields import option, sequence_length, trim_batches
 from albert_tf.metrics.ner import ner_results
 from albert_tf.metrics.results import write_results
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -64,6 +65,7 @@ class NerOptions(FineTuningOptions):
   max_seq_length: int = sequence_length(128, "Pieces per window, all included.", at_least=3)
   doc_stride: int = option(64, "Pieces between the starts of a long sentence's windows.",
                            bound=">= 1")
+  trim_batches: bool = trim_batches()
   do_train: bool = False
   do_eval: bool = option(False, "Evaluate on dev after each checkpoint; keep the best.")
   do_predict: bool = option(False, "Predict the test file (in its own format).")
@@ -241,22 +243,34 @@ class NerTask(FineTuningTask):
   def train_dataset(self):
     o = self.options
     _, windows, arrays = self.features("train")
-    return tf.data.Dataset.from_tensor_slices(arrays).shuffle(
+    return self._trimmed(tf.data.Dataset.from_tensor_slices(arrays).shuffle(
         len(windows), seed=o.seed, reshuffle_each_iteration=True).repeat().batch(
-            o.train_batch_size, drop_remainder=True)
+            o.train_batch_size, drop_remainder=True))
+
+  def _trimmed(self, batches):
+    """`batches` with every window axis cut to the batch's longest window (rounded up) under
+    --trim_batches: a window's words are at most its pieces, the loss and the CRF read only the
+    words `label_mask` marks, and predictions keep only those."""
+    o = self.options
+    if not o.trim_batches:
+      return batches
+    return batches.map(lambda batch: trim_batch(batch, ner_features.FEATURE_NAMES,
+                                                o.max_seq_length))
 
   # --- eval and predict ---------------------------------------------------------------------
   def predicted_tags(self, model, split, batch_size):
     """(examples, predicted BIO tags per example)."""
     examples, windows, arrays = self.features(split)
+    dataset = self._trimmed(tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size))
 
-    @tf.function
+    # One trace for every batch length (the window axis is None in the spec when trimmed).
+    @tf.function(input_signature=[dataset.element_spec])
     def step(batch):
       emissions = model({n: batch[n] for n in MODEL_INPUTS}, training=False)
       return model.predict_tags(emissions, batch["label_mask"])
 
     window_tags = []
-    for batch in tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size):
+    for batch in dataset:
       for tags, mask in zip(step(batch).numpy(), batch["label_mask"].numpy()):
         window_tags.append(tags[:int(mask.sum())])
     merged = ner_features.merge_windows(windows, window_tags, [len(e.words) for e in examples])

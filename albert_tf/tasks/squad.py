@@ -19,7 +19,7 @@ import tensorflow as tf
 from albert_tf.data import squad as squad_data
 from albert_tf.data import squad_predictions
 from albert_tf.data.feature_cache import cache_key, reuse_or_build
-from albert_tf.jobs.option_fields import option, sequence_length
+from albert_tf.jobs.option_fields import option, sequence_length, trim_batches
 from albert_tf.metrics import cmrc2018
 from albert_tf.metrics import squad as squad_metrics
 from albert_tf.metrics.results import write_results, write_summaries
@@ -71,6 +71,9 @@ class SquadOptions(FineTuningOptions):
       "auto", "Metric of --do_predict: the official SQuAD EM/F1, or CMRC 2018's EM/F1/AVERAGE "
       "over mixed Chinese/English segments; auto: cmrc2018 with --vocab_file on mostly "
       "Chinese contexts (v1), else squad.", choices=EVAL_METRICS)
+  trim_batches: bool = trim_batches(
+      " SQuAD v2.0 only: v1.1 stays at max_seq_length, since the original's v1.1 loss and "
+      "n-best candidates range over every position, padding included.")
 
 
 class SquadTask(FineTuningTask):
@@ -108,7 +111,17 @@ class SquadTask(FineTuningTask):
       warmup_steps = int(train_steps * o.warmup_proportion)
     if o.do_predict:
       check_cache_writable("--predict_feature_file", o.predict_feature_file)
+    if o.trim_batches and not o.version_2_with_negative and (o.do_train or o.do_predict):
+      logger.info("SQuAD v1.1 is computed at --max_seq_length=%d: the original's v1.1 loss and "
+                  "n-best candidates range over padding too, so trimming would change them",
+                  o.max_seq_length)
     super().__init__(options, train_steps, warmup_steps)
+
+  @property
+  def trim(self):
+    """Whether batches are cut to their longest window: v2.0 only, where padding is masked
+    (p_mask) out of every softmax and candidate, so the results are the fixed-length run's."""
+    return bool(self.options.trim_batches and self.options.version_2_with_negative)
 
   def read_examples(self, split):  # both read above, before the tokenizer exists
     return {"train": self.train_examples, "test": self.predict_examples}[split]
@@ -149,7 +162,6 @@ class SquadTask(FineTuningTask):
   # --- train --------------------------------------------------------------------------------
   def per_example_loss(self, model, batch):
     inputs = {n: batch[n] for n in INPUT_NAMES}
-    seq_length = self.options.max_seq_length
     if not self.options.version_2_with_negative:
       out = model(inputs, training=True)
 
@@ -160,8 +172,8 @@ class SquadTask(FineTuningTask):
     inputs.update(p_mask=batch["p_mask"], start_positions=batch["start_positions"])
     out = model(inputs, training=True)
 
-    def nll(log_probs, positions):
-      return -tf.reduce_sum(tf.one_hot(positions, seq_length) * log_probs, -1)
+    def nll(log_probs, positions):  # log_probs [batch, seq]; seq trimmed or max_seq_length
+      return -tf.reduce_sum(tf.one_hot(positions, tf.shape(log_probs)[-1]) * log_probs, -1)
     span = (nll(out["start_log_probs"], batch["start_positions"])
             + nll(out["end_log_probs"], batch["end_positions"])) * 0.5
     answer_class = tf.nn.sigmoid_cross_entropy_with_logits(
@@ -174,14 +186,17 @@ class SquadTask(FineTuningTask):
     logger.info("Training: %d questions, %d features, %d steps of %d", len(self.train_examples),
                 count, self.schedule().train_steps, o.train_batch_size)
     return squad_data.squad_dataset(path, o.max_seq_length, o.train_batch_size, True,
-                                    seed=o.seed)
+                                    seed=o.seed, trim=self.trim)
 
   # --- predict ------------------------------------------------------------------------------
   def _raw_results(self, model, path, num_features):
     """unique_id -> the model's outputs (NumPy) for every feature of `path`."""
     o = self.options
+    dataset = squad_data.squad_dataset(path, o.max_seq_length, o.predict_batch_size, False,
+                                       trim=self.trim)
 
-    @tf.function
+    # One trace for every batch length (the sequence axis is None in the spec when trimmed).
+    @tf.function(input_signature=[dataset.element_spec])
     def step(batch):
       inputs = {n: batch[n] for n in INPUT_NAMES}
       if o.version_2_with_negative:
@@ -189,7 +204,7 @@ class SquadTask(FineTuningTask):
       return model(inputs, training=False)
 
     results, done, start, last_log = {}, 0, time.time(), time.time()
-    for batch in squad_data.squad_dataset(path, o.max_seq_length, o.predict_batch_size, False):
+    for batch in dataset:
       outputs = {k: v.numpy() for k, v in step(batch).items()}
       for i, unique_id in enumerate(batch["unique_ids"].numpy()):
         row = {k: v[i] for k, v in outputs.items()}
