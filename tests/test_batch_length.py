@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from albert_tf.data.batch_length import trim_batch, trimmed_length
 from albert_tf.data import squad as squad_data
-from albert_tf.data.classification.features import SEQUENCE_FEATURES, classification_dataset
+from albert_tf.data.classification.features import classification_dataset
 from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
 from albert_tf.tasks.ner import NerOptions, NerTask
 from albert_tf.tasks.race import RaceOptions, RaceTask
@@ -239,3 +239,35 @@ def test_trimmed_ner_training_and_evaluation_equal_the_fixed_length_run(
   dataset = task._trimmed(tf.data.Dataset.from_tensor_slices(task.features("dev")[2]).batch(8))
   lengths = {int(b["word_positions"].shape[1]) for b in dataset}
   assert min(lengths) < 64, lengths  # the trimmed run really computed shorter windows
+
+
+def test_bucketed_training_batches_hold_examples_of_one_length_bucket(tmp_path):
+  """--bucket_by_length: every training batch's real lengths share one bucket of 16 (1-16,
+  17-32, ...), so the trimmed batch is its bucket's width; refused without trimming."""
+  from albert_tf.data.classification.features import (  # pylint: disable=g-import-not-at-top
+      convert_examples_to_features, write_features_tfrecord)
+  from albert_tf.data.classification.processor import InputExample  # pylint: disable=g-import-not-at-top
+  from albert_tf.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  words = "the film is a gripping tale of love loss and hope told with care".split()
+  examples = [InputExample(guid=str(i), text_a=" ".join(words[:1 + i % 14] * (1 + i % 5)),
+                           label=str(i % 2)) for i in range(120)]
+  path = str(tmp_path / "train.tf_record")
+  write_features_tfrecord(convert_examples_to_features(
+      examples, ["0", "1"], 64, FullTokenizer(spm_model_file=str(SPM))), path)
+  dataset = classification_dataset(path, 64, 8, True, False, seed=1, trim=True, bucket=True)
+  assert dataset.element_spec["input_mask"].shape.as_list() == [8, None]  # a static batch
+  buckets = []
+  for batch in dataset.take(20):
+    lengths = batch["input_mask"].numpy().sum(-1)
+    bucket = set((lengths - 1) // 16)
+    assert len(bucket) == 1, lengths
+    buckets.append(bucket.pop())
+    assert batch["input_mask"].shape[1] == 16 * (buckets[-1] + 1)
+  assert len(set(buckets)) >= 3, buckets  # the data's lengths span several buckets
+  with pytest.raises(ValueError, match="trimmed"):
+    classification_dataset(path, 64, 8, True, False, trim=False, bucket=True)
+  with pytest.raises(ValueError, match="--bucket_by_length needs --trim_batches"):
+    ClassificationTask(ClassifierOptions(
+        task_name="sst-2", data_dir=str(SST2), output_dir=str(tmp_path / "out"),
+        albert_config_file=str(ROOT / "configs" / "tiny.json"), spm_model_file=str(SPM),
+        max_seq_length=64, trim_batches=False, bucket_by_length=True))

@@ -68,7 +68,8 @@ ADDED = {"allow_untrained": TRAINING_SCRIPTS,  # issue 43
          "early_stopping_patience": FINE_TUNING_SCRIPTS,
          "onnx": FINE_TUNING_SCRIPTS + ("export_savedmodel",),  # issue 46
          "onnx_quantize": FINE_TUNING_SCRIPTS + ("export_savedmodel",),
-         "trim_batches": ("run_classifier", "run_race", "run_squad", "run_ner")}  # issue 58
+         "trim_batches": ("run_classifier", "run_race", "run_squad", "run_ner"),  # issue 58
+         "bucket_by_length": ("run_classifier",)}
 # Flags whose help changed since, with words the new help must hold (the rest must not change).
 HELP_CHANGED = {"init_checkpoint": (FINE_TUNING_SCRIPTS, "keras-hub"),  # issue 44
                 "albert_hub_module_handle": (FINE_TUNING_SCRIPTS, "TF1 Hub module"),

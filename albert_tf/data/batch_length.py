@@ -32,6 +32,24 @@ def trimmed_length(input_mask, max_seq_length, multiple=None):
   return tf.minimum(rounded, max_seq_length)
 
 
+def bucketed(examples, batch_size, max_seq_length, multiple=None):
+  """Batches of `batch_size` from `examples` (a dataset of dicts with `input_mask`
+  [max_seq_length]), each of examples whose real lengths share one bucket of `multiple`
+  positions (1-16, 17-32, ...: the lengths `trimmed_length` rounds to), so that a trimmed batch
+  is nearly all real tokens. Buckets fill in the stream's order and a batch leaves when its
+  bucket is full: the examples are the stream's, the batches (and so the losses) are not the
+  unbucketed run's."""
+  multiple = LENGTH_MULTIPLE if multiple is None else multiple
+  boundaries = list(range(multiple + 1, max_seq_length + 1, multiple))
+  batches = examples.bucket_by_sequence_length(
+      lambda example: tf.reduce_sum(tf.cast(example["input_mask"], tf.int32)),
+      bucket_boundaries=boundaries, bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+      drop_remainder=True)
+  # Every batch is full: say so in the shapes, as a plain batch with drop_remainder does.
+  return batches.map(lambda batch: tf.nest.map_structure(
+      lambda value: tf.ensure_shape(value, [batch_size] + value.shape[1:].as_list()), batch))
+
+
 def trim_batch(batch, names, max_seq_length, multiple=None):
   """`batch` (a dict of tensors) with the features `names` (each [..., max_seq_length], its
   last axis the sequence) cut to `trimmed_length` of its `input_mask`; the rest as they are."""

@@ -48,6 +48,10 @@ class ClassifierOptions(FineTuningOptions):
   data_dir: str = option(None, "Folder with the task's train/dev/test files.")
   max_seq_length: int = sequence_length(512, "Sequence length.", at_least=3)
   trim_batches: bool = trim_batches()
+  bucket_by_length: bool = option(
+      False, "Draw each training batch from examples of similar length (buckets of 16 "
+      "pieces, with --trim_batches): less padding still, but other batches than the original "
+      "run's, so other losses and results (the dev set is evaluated as without it).")
   do_eval: bool = option(False, "Evaluate on dev (and keep the best checkpoint).")
   do_predict: bool = option(
       False, "Write test-set predictions: GLUE's <TASK>.tsv, or for a Chinese task CLUE's "
@@ -94,6 +98,9 @@ class ClassificationTask(FineTuningTask):
   def __init__(self, options):
     o = self.options = options
     check_options(o)  # before the epochs below turn into steps
+    if o.bucket_by_length and not o.trim_batches:
+      raise ValueError("--bucket_by_length needs --trim_batches: buckets save padding only in "
+                       "batches cut to their longest row")
     self.processor = get_processor(o.task_name, **o.csv_options)
     self.regression = self.processor.is_regression
     self.labels = None if self.regression else self.processor.get_labels(
@@ -161,7 +168,8 @@ class ClassificationTask(FineTuningTask):
     o = self.options
     _, path = self.records("train")
     return classification_dataset(path, o.max_seq_length, o.train_batch_size, True,
-                                  self.regression, seed=o.seed, trim=o.trim_batches)
+                                  self.regression, seed=o.seed, trim=o.trim_batches,
+                                  bucket=o.bucket_by_length and o.trim_batches)
 
   # --- train --------------------------------------------------------------------------------
   def _loss(self, logits, labels):

@@ -111,7 +111,8 @@ SEQUENCE_FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def classification_dataset(path, max_seq_length, batch_size, is_training, regression,
-                           seed=None, drop_remainder=None, shuffle_buffer=100, trim=False):
+                           seed=None, drop_remainder=None, shuffle_buffer=100, trim=False,
+                           bucket=False):
   """Batches of parsed records with the model's input names.
 
   Yields dicts: `input_word_ids`, `input_mask`, `input_type_ids` (int32 [batch, seq]),
@@ -120,9 +121,11 @@ def classification_dataset(path, max_seq_length, batch_size, is_training, regres
   drops the last partial batch; eval keeps file order and, unless `drop_remainder`, every
   record. `path` is one file or a list of files. With `trim`, seq is each batch's longest row
   rounded up (`batch_length.trim_batch`: the same batches, less padding), else max_seq_length.
+  With `bucket` (training batches that are trimmed), each batch holds records of similar real
+  length (`batch_length.bucketed`): less padding still, but not the original's batches.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.data.batch_length import trim_batch  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.batch_length import bucketed, trim_batch  # pylint: disable=g-import-not-at-top
   files = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else list(path)
   for file in files:
     if not tf.io.gfile.exists(file):
@@ -130,8 +133,7 @@ def classification_dataset(path, max_seq_length, batch_size, is_training, regres
   _check_record_length(files[0], max_seq_length)
   spec = feature_spec(max_seq_length, regression)
 
-  def to_model_inputs(records):
-    example = tf.io.parse_example(records, spec)
+  def to_model_inputs(example):
     example = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
                for k, v in example.items()}
     batch = {"input_word_ids": example["input_ids"], "input_mask": example["input_mask"],
@@ -142,8 +144,16 @@ def classification_dataset(path, max_seq_length, batch_size, is_training, regres
   dataset = tf.data.TFRecordDataset(files)
   if is_training:
     dataset = dataset.repeat().shuffle(shuffle_buffer, seed=seed)
-  if drop_remainder is None:
-    drop_remainder = is_training
-  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-  return dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+  if bucket:
+    if not (is_training and trim):
+      raise ValueError("bucketing by length is for training batches that are trimmed")
+    batches = bucketed(dataset.map(lambda record: tf.io.parse_single_example(record, spec),
+                                   num_parallel_calls=tf.data.AUTOTUNE),
+                       batch_size, max_seq_length)
+  else:
+    if drop_remainder is None:
+      drop_remainder = is_training
+    batches = dataset.batch(batch_size, drop_remainder=drop_remainder).map(
+        lambda records: tf.io.parse_example(records, spec), num_parallel_calls=tf.data.AUTOTUNE)
+  return batches.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
       tf.data.AUTOTUNE)
