@@ -15,6 +15,11 @@ per client count, latency p50 / p99 (ms per request) and requests/s of both and 
 The clients run on the same machine as the server and share its cores: on 2 cores their JSON
 and socket work is part of what the HTTP column pays.
 
+`--peer` then times Model Garden's export of the same classifier in this process against ours,
+at batch 1 on the same sentences, calls alternating: its `SentencepieceTokenizer` and
+`BertPackInputs` (fixed at max_seq_length, as TF Hub's preprocessors pack) before
+`BertClassifier` on its `AlbertEncoder`, saved and loaded as a SavedModel like ours.
+
     .venv/bin/python -m benchmarks.serve_bench --batching [--clients 1,4,16,64] [--requests 256]
         [--batching_parameters "max_batch_size { value: 64 } ..."]
 
@@ -188,12 +193,55 @@ def _compare_batching(args, folder, sentences):
   return rows
 
 
+def _peer_export(config, folder, seq_length):
+  """Model Garden's raw-text classifier (random weights), saved to `folder`/peer: its loaded
+  `serving_default(text)` -> logits."""
+  # pylint: disable=import-outside-toplevel
+  from official.nlp.modeling import layers, models
+  from benchmarks.train_step_bench import peer_encoder
+  tokenizer = layers.SentencepieceTokenizer(
+      lower_case=True, model_file_path=os.path.join(DATA, "sentencepiece", "spiece.model"))
+  pack = layers.BertPackInputs(seq_length,
+                               special_tokens_dict=tokenizer.get_special_tokens_dict())
+  classifier = models.BertClassifier(peer_encoder(config), num_classes=2)
+  module = tf.Module()
+  module.tokenizer, module.pack, module.classifier = tokenizer, pack, classifier
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+  def serving(text):
+    return {"logits": classifier(pack([tokenizer(text)]), training=False)}
+  serving(tf.constant(["warm up"]))
+  path = os.path.join(folder, "peer")
+  tf.saved_model.save(module, path, signatures={"serving_default": serving})
+  return tf.saved_model.load(path).signatures["serving_default"]
+
+
+def _against_peer(serve, peer, sentences, calls):
+  """Batch-1 latency of ours and the peer's export, calls alternating: the figures per side."""
+  times = {"ours": [], "peer": []}
+  calls_of = {"ours": lambda t: serve(text_a=t), "peer": lambda t: peer(text=t)}
+  for name, call in calls_of.items():  # warm up
+    for sentence in sentences[:4]:
+      call(tf.constant([sentence]))
+  for i in range(calls):
+    text = tf.constant([sentences[i % len(sentences)]])
+    for name in (("ours", "peer") if i % 2 == 0 else ("peer", "ours")):
+      start = time.perf_counter()
+      for value in calls_of[name](text).values():
+        value.numpy()
+      times[name].append(time.perf_counter() - start)
+  return {name: _summary(values, sum(values)) for name, values in times.items()}
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base_v2.json"))
   parser.add_argument("--clients", help="client counts (default 1,4,16; --batching 1,4,16,64)")
   parser.add_argument("--requests", type=int, default=96, help="requests per client count")
   parser.add_argument("--out", help="also write the figures as JSON here")
+  parser.add_argument("--peer", action="store_true",
+                      help="also time Model Garden's export at batch 1 in this process")
+  parser.add_argument("--peer_calls", type=int, default=120, help="--peer's calls per side")
   parser.add_argument("--batching", action="store_true",
                       help="compare serve.py unbatched, batched and batched grouped by length")
   parser.add_argument("--batching_parameters", default=BATCHING,
@@ -247,6 +295,18 @@ def main(argv=None):
             f"{http_run['p99_ms']:.1f} | {http_run['requests_per_s']:.1f} | "
             f"{http_run['p50_ms'] / local['p50_ms']:.2f} | "
             f"{http_run['requests_per_s'] / local['requests_per_s']:.2f} |")
+    if args.peer:
+      seq_length = min(128, config.max_position_embeddings)
+      peer = _against_peer(serve, _peer_export(config, folder, seq_length), sentences,
+                           args.peer_calls)
+      print(f"\nbatch 1 in-process, {args.peer_calls} SST-2 dev sentences, calls alternating:")
+      print("| export | p50 / p99 ms |\n|---|---|")
+      print(f"| ours (each request at its longest text) | {peer['ours']['p50_ms']:.1f} / "
+            f"{peer['ours']['p99_ms']:.1f} |")
+      print(f"| Model Garden (BertPackInputs at {seq_length}) | {peer['peer']['p50_ms']:.1f} / "
+            f"{peer['peer']['p99_ms']:.1f} |")
+      print(f"p50 ours / Model Garden: {peer['ours']['p50_ms'] / peer['peer']['p50_ms']:.2f}")
+      rows.append({"batch_1_in_process_against_model_garden": peer})
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if args.out:
       with open(args.out, "w") as f:
