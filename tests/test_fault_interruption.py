@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -263,7 +264,8 @@ def _alive(pid):
 
 def _start_creating(out):
   """create_pretraining_data.py with 2 workers, on a corpus that takes it minutes; returns
-  the process once its workers run and its temporary shards exist."""
+  (the process once its workers run and its temporary shards exist, stderr(): all it wrote
+  there once it has ended). A thread reads stderr as it comes, so the pipe never fills."""
   command = [sys.executable, str(ROOT / "create_pretraining_data.py"),
              f"--input_file={GUTENBERG / 'austen-emma.txt'}",
              f"--output_file={out}-0.tfrecord,{out}-1.tfrecord", f"--spm_model_file={SPM}",
@@ -271,11 +273,20 @@ def _start_creating(out):
              "--block_bytes=20000"]
   process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)
+  lines = []
+  reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+  reader.start()
+
+  def stderr():
+    reader.join(60)
+    return "".join(lines)
   deadline = time.time() + 60
   while len(_children(process.pid)) < 2 or not glob.glob(f"{out}-*.tmp-*"):
-    assert process.poll() is None and time.time() < deadline, process.communicate()[1]
+    if process.poll() is not None or time.time() > deadline:
+      process.kill()
+      pytest.fail(f"create_pretraining_data.py did not start its workers:\n{stderr()}")
     time.sleep(0.05)
-  return process
+  return process, stderr
 
 
 def test_a_write_stopped_half_way_leaves_neither_its_temporary_nor_a_partial_file(
@@ -298,14 +309,15 @@ def test_a_write_stopped_half_way_leaves_neither_its_temporary_nor_a_partial_fil
 @pytest.mark.parametrize("stop, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stopped_create_pretraining_data_stops_its_workers_and_removes_its_shards(
     tmp_path, stop, code):
-  process = _start_creating(tmp_path / "out")
+  process, read_stderr = _start_creating(tmp_path / "out")
   try:
     workers = _children(process.pid)
     process.send_signal(stop)
-    _, stderr = process.communicate(timeout=60)
+    process.wait(timeout=60)
   finally:
     if process.poll() is None:
       process.kill()
+  stderr = read_stderr()
   assert process.returncode == code, stderr[-2000:]
   assert "the workers are stopped and the temporary shards removed" in stderr
   assert os.listdir(tmp_path) == []  # no shard, temporary or final, and no metadata
@@ -317,13 +329,14 @@ def test_a_stopped_create_pretraining_data_stops_its_workers_and_removes_its_sha
 
 def test_a_rerun_removes_the_temporary_shards_of_a_killed_create_pretraining_data(tmp_path):
   out = tmp_path / "out"
-  process = _start_creating(out)
+  process, read_stderr = _start_creating(out)
   try:
     process.kill()  # SIGKILL: no chance to clean up
-    process.communicate(timeout=60)
+    process.wait(timeout=60)
   finally:
     if process.poll() is None:
       process.kill()
+  read_stderr()  # the reader ends with the pipe
   left = glob.glob(f"{out}-*.tmp-*")
   assert len(left) == 2
   create_pretraining_data(
