@@ -125,7 +125,8 @@ def ngram_mask(ids, rng, options, span_counts=None, drawn_counts=None):
   # Entries are visited in a uniformly random order, as the original's full shuffle; the
   # Fisher-Yates steps are taken lazily because the budget is met after a few entries.
   for j in range(num_words):
-    if len(masked) >= budget:
+    # `>` would visit more entries, each skipped: no span fits a met budget.
+    if len(masked) >= budget:  # pragma: no mutate
       break
     k = randrange(j, num_words)
     order[j], order[k] = order[k], order[j]
@@ -133,12 +134,14 @@ def ngram_mask(ids, rng, options, span_counts=None, drawn_counts=None):
     available = min(max_n, num_words - first)
     draw = random() * cumulative[available - 1]
     n = 1
-    while cumulative[n - 1] <= draw and n < available:
+    # A continuous draw below cumulative[available - 1]: `<` for `<=` differs with probability
+    # 0, and `n <= available` never lets n pass `available`.
+    while cumulative[n - 1] <= draw and n < available:  # pragma: no mutate
       n += 1
     if drawn_counts is not None and available == max_n:
       drawn_counts[n - 1] += 1
     # Shorten while the n-gram would exceed the budget; skip it if even a unigram does.
-    while n > 0:
+    while n > 0:  # pragma: no mutate  (n = 0 takes no position, fits, and is skipped below)
       indexes = [i for word in words[first:first + n] for i in word]
       if len(masked) + len(indexes) <= budget:
         break
@@ -150,9 +153,10 @@ def ngram_mask(ids, rng, options, span_counts=None, drawn_counts=None):
     for i in indexes:
       covered.add(i)
       masked.append(i)
-      if random() < 0.8:
+      # `<=` for `<` differs with probability 0 (tests/test_masking_rules.py holds the shares).
+      if random() < 0.8:  # pragma: no mutate
         output[i] = options.mask_id
-      elif random() < 0.5:
+      elif random() < 0.5:  # pragma: no mutate
         pass  # keep the original token
       else:
         output[i] = randrange(options.vocab_size)  # any vocabulary entry, as the original
