@@ -102,6 +102,14 @@ def _garbage_collected_after_each_test():
 
 
 @contextlib.contextmanager
+def as_from_a_terminal():
+  """A `preexec_fn` for a job that a test stops with SIGINT: Ctrl-C's default action, as in a
+  terminal. A suite started as a background job (`cmd &`, nohup) ignores SIGINT, and its
+  children inherit that; the jobs rightly keep an ignored SIGINT ignored."""
+  import signal  # pylint: disable=g-import-not-at-top
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def reserved_ports(count):
   """`count` free TCP ports, held for servers the test starts until the block ends.
 

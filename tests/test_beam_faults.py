@@ -16,7 +16,7 @@ import pytest
 from albert_tf.data.pretraining import beam_pipeline
 from albert_tf.data.pretraining.create import CreationOptions
 from albert_tf.jobs import signals
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, as_from_a_terminal
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 GUTENBERG = SHARED_DATA / "corpus_en" / "nltk_gutenberg"
@@ -129,7 +129,7 @@ def _start(out):
              f"--spm_model_file={SPM}", "--max_seq_length=64", "--dupe_factor=3",
              "--block_bytes=4000", f"--beam_pipeline_options={DIRECT}"]
   process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, preexec_fn=as_from_a_terminal)
   lines = []
   reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
   reader.start()

@@ -24,7 +24,7 @@ from albert_tf.tasks.classification import ClassificationTask, ClassifierOptions
 from albert_tf.tasks.race import RaceOptions
 from albert_tf.training.preemption import Preempted
 from albert_tf.training.run import Run
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, as_from_a_terminal
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 GUTENBERG = SHARED_DATA / "corpus_en" / "nltk_gutenberg"
@@ -272,7 +272,7 @@ def _start_creating(out):
              "--max_seq_length=64", "--dupe_factor=40", "--num_workers=2",
              "--block_bytes=20000"]
   process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, preexec_fn=as_from_a_terminal)
   lines = []
   reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
   reader.start()
