@@ -13,7 +13,7 @@ from albert_tf.cli import convert
 from albert_tf.cli.runs import run_classifier
 from albert_tf.export.encoder import export_encoder
 from albert_tf.export.onnx import run_onnx
-from albert_tf.export.tflite import tflite_logits
+from albert_tf.export.tflite import export_classifier_tflite, tflite_logits
 from albert_tf.interop import starts
 from albert_tf.metrics.results import read_results
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -21,7 +21,8 @@ from albert_tf.tasks.classification import ClassifierOptions
 from albert_tf.tasks.distillation import DistillOptions, Distiller
 from albert_tf.training.best import BestCheckpoint
 from albert_tf.training.run import Run
-from conftest import ROOT, SHARED_DATA, assert_moved_at_most, clue_dev_as_test
+from conftest import ROOT, SHARED_DATA, assert_moved_at_most, clue_dev_as_test, float32_atol
+from fake_quant import check_tflite_int8
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 GLUE = SHARED_DATA / "glue"
@@ -61,8 +62,8 @@ def test_real_data_sst2_writes_every_output(cache, tmp_path):
   serving = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
   assert serving(text_a=tf.constant(["a fine film"]))["label_names"].numpy()[0] in (b"0", b"1")
   # The export is a distillation teacher (ids -> logits) and has an int8 TFLite twin: both
-  # give the kept best checkpoint's logits (int8 weights within 0.05): the export is made from
-  # best/, as the original exports model.ckpt-best.
+  # compute the kept best checkpoint's model: the export is made from best/, as the original
+  # exports model.ckpt-best.
   model = AlbertClassifier(AlbertConfig.from_json_file(ROOT / "configs" / "tiny.json"), 2)
   load_checkpoint(model, BestCheckpoint(str(tmp_path), "accuracy").checkpoint_prefix())
   inputs = {"input_word_ids": tf.constant([[2, 48, 1340, 9, 3, 0], [2, 21, 3, 0, 0, 0]]),
@@ -73,10 +74,14 @@ def test_real_data_sst2_writes_every_output(cache, tmp_path):
   teacher.build()
   expected = model(inputs, training=False).numpy()
   np.testing.assert_allclose(teacher.teacher_outputs(inputs)[0].numpy(), expected, atol=1e-5)
+  # The int8 file is its float32 twin quantized by tests/fake_quant.py's reference, layer by
+  # layer (the 2 layers' 6 kernels and the pooler), and the twin is the model.
   padded = {k: np.pad(v.numpy(), [(0, 0), (0, 26)]) for k, v in inputs.items()}
-  int8 = tflite_logits(str(tmp_path / "serving" / "classifier.tflite"), *(
-      padded[k] for k in ("input_word_ids", "input_mask", "input_type_ids")))
-  np.testing.assert_allclose(int8, expected, atol=0.05)
+  twin = str(tmp_path / "classifier-float32.tflite")
+  export_classifier_tflite(model, twin, 32)
+  np.testing.assert_allclose(tflite_logits(twin, **padded), expected, rtol=0,
+                             atol=float32_atol(expected, 2 * (64 + 32)))
+  assert check_tflite_int8(str(tmp_path / "serving" / "classifier.tflite"), twin, padded) == 13
   # --onnx: classifier.onnx beside them gives the same logits at the request's own length.
   onnx_logits = run_onnx(str(tmp_path / "serving" / "classifier.onnx"),
                          {k: v.numpy() for k, v in inputs.items()})["logits"]
