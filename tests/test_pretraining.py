@@ -267,16 +267,64 @@ def test_cli_reports_errors_and_needs_train_or_eval(data, tmp_path):
     run_pretraining(opts(data, tmp_path, do_train=False, do_eval=False))
 
 
+def _step_losses(data, out, config, precision="float32", jit=False):
+  """The per-step losses of 4 training steps (one per loop) with `config` (a file in `data`)."""
+  import tf_keras
+  history = []
+  try:
+    run_pretraining(opts(data, out, albert_config_file=str(data / config), num_train_steps=4,
+                         iterations_per_loop=1, mixed_precision=precision, jit_compile=jit),
+                    history=history)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  assert [h["step"] for h in history] == [1, 2, 3, 4]
+  return np.array([h["loss"] for h in history])
+
+
+@pytest.fixture(scope="module")
+def float32_losses(data, tmp_path_factory):
+  """`_step_losses` of float32 without XLA, by config file: run once each in the module."""
+  runs = {}
+
+  def losses(config):
+    if config not in runs:
+      runs[config] = _step_losses(data, tmp_path_factory.mktemp("float32"), config)
+    return runs[config]
+  return losses
+
+
+UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -24}
+
+
 @pytest.mark.parametrize("precision, jit", [("bfloat16", False), ("float16", False),
                                             ("float32", True)])
-def test_mixed_precision_and_xla_train(data, tmp_path, precision, jit):
+def test_mixed_precision_and_xla_train(data, tmp_path, float32_losses, precision, jit):
+  """Each variant's per-step losses follow a float32 run's (no XLA) on the same data, seed and
+  steps, to within the rounding of the precision it computes in.
+
+  The runs start from the same weights (the seed) and read the same batches. bfloat16 and
+  float16 train with dropout: their graphs draw each mask's seed from a stateful op seeded by a
+  count of the graph's random ops, in the same order as float32's, so the masks are the same.
+  XLA compiles those draws with its own generator (other draws than TensorFlow's kernel, and
+  other again in each compiled function), so the XLA run and its reference have no dropout:
+  they then compute the same function and differ by float32 rounding alone.
+
+  Steps 1 and 2 use the starting weights (the warm-up's first rate is 0 x 0.005 / 5); the
+  weights of steps 3 and 4 took updates at rates 0.001 and 0.002. Each update is computed from
+  gradients that carry the same rounding as the forward pass, and LAMB scales a kernel's update
+  to lr * |w|: the rounding moves the runs' kernels apart by its share of 0.3% of their size.
+  The tolerance grows all the same, as a random walk over the updates taken (the fine-tuning
+  test's growth over its steps). An element whose gradient is within rounding of 0 may step
+  either way (Adam's uncorrected first steps are full steps whatever the gradient's size), but
+  such steps bear no relation to the next batch's gradient: their effects on its loss add as a
+  random walk over the elements.
+  """
   import tf_keras
+  config = "tiny_nodropout.json" if jit else "tiny.json"
+  losses = _step_losses(data, tmp_path, config, precision, jit)
   try:
-    history = []
-    run_pretraining(opts(data, tmp_path, num_train_steps=4, iterations_per_loop=2,
-                         mixed_precision=precision, jit_compile=jit), history=history)
-    trainer = Run(PretrainingTask(opts(data, tmp_path, num_train_steps=4,
-                                       mixed_precision=precision)))
+    trainer = Run(PretrainingTask(opts(data, tmp_path, albert_config_file=str(data / config),
+                                       num_train_steps=4, mixed_precision=precision)))
     compute = {"bfloat16": "bfloat16", "float16": "float16"}.get(precision, "float32")
     assert trainer.loop.model.encoder.embedding_layer.compute_dtype == compute
     assert trainer.loop.model.encoder.embedding_layer.word_embeddings.dtype == tf.float32
@@ -284,8 +332,32 @@ def test_mixed_precision_and_xla_train(data, tmp_path, precision, jit):
       assert isinstance(trainer.loop.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
-  assert [h["step"] for h in history] == [2, 4]
-  assert all(np.isfinite(h["loss"]) for h in history)
+  reference = float32_losses(config)
+  c = AlbertConfig.from_json_file(data / config)
+  sigma, batch, predictions = c.initializer_range, 16, 16 * 5
+  # The compute dtype reaches the loss through the logits' inputs. An MLM logit is the head's
+  # LayerNorm output (norm sqrt(E) at the start: gamma 1, beta 0) dotted with a word-embedding
+  # row (drawn with sd <= sigma), rounded in the compute dtype: sd sigma * sqrt(E). The SOP
+  # margin is the pooled output (|tanh a| <= |a|, a of sd sigma * sqrt(H) from a LayerNorm
+  # output) dotted with the two rows' difference (sd sigma * sqrt(2)) in float32: sd
+  # sqrt(2) * H * sigma^2. A relative error eps of those inputs moves a cross-entropy by about
+  # eps times the label's logit (the softmax-weighted mean of the others is ~0: p is near
+  # uniform at the start), and eps is the unit roundoff grown as a random walk over the ~50
+  # roundings of the longest path (~7 in the embeddings, ~19 per layer application: six
+  # products and their kernels' casts, the mask's add, softmax, dropouts, residual adds, LayerNorms,
+  # GELU; ~6 in the MLM head). One prediction's error, not divided by sqrt(predictions):
+  # repeated tokens and the kernels' shared rounding correlate them.
+  logit_size = sigma * np.sqrt(c.embedding_size) + np.sqrt(2.0) * c.hidden_size * sigma ** 2
+  compute_part = UNIT_ROUNDOFF[precision] * np.sqrt(50) * logit_size
+  # Both runs round the loss's float32 sums, in other orders (XLA, Eigen, oneDNN): the softmax's
+  # sum of V exponentials (relative error u * sqrt(V): an absolute error of its logarithm) and
+  # the batch's mean of predictions + examples terms (relative u * sqrt(terms)); twice that.
+  u = UNIT_ROUNDOFF["float32"]
+  float32_part = 2 * u * (np.sqrt(c.vocab_size) + reference * np.sqrt(predictions + batch))
+  updates = np.maximum(np.arange(1, 5) - 2, 0)  # updates at a nonzero rate before each step
+  tolerance = (compute_part + float32_part) * np.sqrt(1 + updates)
+  deviation = np.abs(losses - reference)
+  assert np.all(deviation <= tolerance), (losses, reference, deviation / tolerance)
 
 
 def test_recomputed_block_runs_twice_and_keeps_its_dropout_masks(monkeypatch):
