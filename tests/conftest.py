@@ -15,7 +15,10 @@ for path in (ROOT, ROOT / "tests"):
   if str(path) not in sys.path:
     sys.path.insert(0, str(path))
 
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# ../shared/data beside the checkout; ALBERT_TF_SHARED_DATA names it for a copy of the project
+# elsewhere (tools/mutation.py runs the tests in mutmut's copy, mutants/).
+SHARED_DATA = pathlib.Path(os.environ.get("ALBERT_TF_SHARED_DATA",
+                                          ROOT.parent / "shared" / "data"))
 
 import pytest  # noqa: E402
 
@@ -101,7 +104,6 @@ def _garbage_collected_after_each_test():
   gc.freeze()
 
 
-@contextlib.contextmanager
 def as_from_a_terminal():
   """A `preexec_fn` for a job that a test stops with SIGINT: Ctrl-C's default action, as in a
   terminal. A suite started as a background job (`cmd &`, nohup) ignores SIGINT, and its
@@ -110,6 +112,7 @@ def as_from_a_terminal():
   signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@contextlib.contextmanager
 def reserved_ports(count):
   """`count` free TCP ports, held for servers the test starts until the block ends.
 
