@@ -7,6 +7,8 @@ Written from the rules of google-research/albert `tokenization.py` (`preprocess_
 from albert_tf, so tests hold our tokenizers to the original and not to themselves.
 """
 
+import functools
+import random
 import unicodedata
 
 import sentencepiece
@@ -79,4 +81,35 @@ def real_texts_with_latex_quotes(shared_data, count=400):
                    if c < len(row) and ("``" in row[c] or "''" in row[c]))
       if len(texts) >= count:
         return texts[:count]
+  return texts
+
+
+@functools.lru_cache(maxsize=None)
+def _assigned_characters():
+  """Every code point that is not unassigned, a surrogate or private use, in order."""
+  return tuple(chr(cp) for cp in range(0x110000)
+               if unicodedata.category(chr(cp)) not in ("Cn", "Cs", "Co"))
+
+
+def random_unicode_texts(count, seed):
+  """Test inputs: short strings mixing ASCII, every kind of assigned character, and the hard
+  cases."""
+  rng = random.Random(seed)
+  assigned = _assigned_characters()
+  hard = (list("\u03a3\u03c3\u03c2\u0391\u0392\u039f\u0394\u0308\u0301\u0342.'\u02b0\u00ad"
+               "\u2028\u00a0\u3000\t\n\r``''\u0130\u03f91,2\u0345\u034f\u302e\ufffd\x00\x1c"
+               "\u200b\ufeff\u0f39\u0334\uf900\u1e9e")
+          + ["\U0001d16d", "\U0001d165", "\U0001d16e"])  # sigma, marks, Mc of class 216/226
+  texts = []
+  for _ in range(count):
+    chars = []
+    for _ in range(rng.randint(0, 12)):
+      roll = rng.random()
+      if roll < 0.4:
+        chars.append(rng.choice(hard))
+      elif roll < 0.6:
+        chars.append(chr(rng.randint(32, 126)))
+      else:
+        chars.append(rng.choice(assigned))
+    texts.append("".join(chars))
   return texts

@@ -19,10 +19,11 @@ import tensorflow as tf
 from official.nlp.tools import tokenization as bert_tokenization
 
 from albert_tf.tokenization import FullTokenizer, preprocess_text
-from albert_tf.tokenization.in_graph import InGraphTokenizer, assigned_characters, pack_inputs
+from albert_tf.tokenization.in_graph import InGraphTokenizer, pack_inputs
 from albert_tf.tokenization.tokenizer import basic_tokenize
 from in_graph_support import a_words, encode, graph_packed, python_packed, spm_model
-from reference_tokenization import ReferenceTokenizer, real_texts_with_latex_quotes
+from reference_tokenization import (ReferenceTokenizer, random_unicode_texts,
+                                     real_texts_with_latex_quotes)
 from reference_tokenization import preprocess_text as reference_preprocess
 
 BATCH = 4096
@@ -92,29 +93,6 @@ def _describe(report):
   return f"{total} lines compared\n" + "\n".join(lines)
 
 
-def _random_unicode_texts(count, seed):
-  """Short strings mixing ASCII, every kind of assigned character, and the hard cases."""
-  rng = random.Random(seed)
-  assigned = assigned_characters()
-  hard = (list("\u03a3\u03c3\u03c2\u0391\u0392\u039f\u0394\u0308\u0301\u0342.'\u02b0\u00ad"
-               "\u2028\u00a0\u3000\t\n\r``''\u0130\u03f91,2\u0345\u034f\u302e\ufffd\x00\x1c"
-               "\u200b\ufeff\u0f39\u0334\uf900\u1e9e")
-          + ["\U0001d16d", "\U0001d165", "\U0001d16e"])  # sigma, marks, Mc of class 216/226
-  texts = []
-  for _ in range(count):
-    chars = []
-    for _ in range(rng.randint(0, 12)):
-      roll = rng.random()
-      if roll < 0.4:
-        chars.append(rng.choice(hard))
-      elif roll < 0.6:
-        chars.append(chr(rng.randint(32, 126)))
-      else:
-        chars.append(rng.choice(assigned))
-    texts.append("".join(chars))
-  return texts
-
-
 # ---------------------------------------------------------------------------------------------
 # Parity with FullTokenizer on the real corpora.
 
@@ -171,7 +149,7 @@ def test_preprocess_text_in_graph_equals_python_and_the_original_rules_on_random
   graph = InGraphTokenizer(spm_model_file=spm_model(shared_data), do_lower_case=lower)
   python = FullTokenizer(spm_model_file=spm_model(shared_data), do_lower_case=lower)
   reference = ReferenceTokenizer(spm_model(shared_data), do_lower_case=lower)
-  texts = _random_unicode_texts(20_000, seed=int(lower))
+  texts = random_unicode_texts(20_000, seed=int(lower))
   normalised = tf.function(graph.preprocess_text)(encode(texts)).numpy()
   differ = [(t, n.decode("utf-8")) for t, n in zip(texts, normalised)
             if not n.decode("utf-8") == preprocess_text(t, lower=lower) == reference_preprocess(
@@ -187,7 +165,7 @@ def test_basic_tokenize_in_graph_equals_python_and_berts_on_random_unicode(tiny_
   graph = InGraphTokenizer(vocab_file=tiny_vocab_file, do_lower_case=lower)
   python = FullTokenizer(vocab_file=tiny_vocab_file, do_lower_case=lower)
   bert = bert_tokenization.BasicTokenizer(do_lower_case=lower)
-  texts = _random_unicode_texts(20_000, seed=2 + int(lower))
+  texts = random_unicode_texts(20_000, seed=2 + int(lower))
   words = tf.function(graph.basic_tokenize)(encode(texts)).to_list()
   differ = [(t, w) for t, w in zip(texts, words)
             if not [x.decode("utf-8") for x in w] == basic_tokenize(t, lower) == bert.tokenize(t)]

@@ -4,15 +4,14 @@ Tests whose names contain "real_data" read ../shared/data (ALBERT's spiece.model
 vocab, SST-2, Gutenberg); the others build a tiny vocab in a temporary folder.
 """
 
-from pathlib import Path
-
 import pytest
 
 from albert_tf.tokenization import (FullTokenizer, encode_pair, encode_pieces,
                   preprocess_text, truncate_seq_pair)
+from conftest import SHARED_DATA
 from reference_tokenization import ReferenceTokenizer, real_texts_with_latex_quotes
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 SPM_MODEL = DATA / "sentencepiece" / "spiece.model"
 ZH_VOCAB = DATA / "chinese" / "albert_zh" / "vocab.txt"
 ZH_NEWS = DATA / "chinese" / "albert_zh" / "news_zh_1.txt"
