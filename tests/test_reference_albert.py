@@ -34,6 +34,15 @@ def _inputs(cfg, seed=0, B=3, S=10, lengths=(10, 6, 3)):
   return ids, mask, tt
 
 
+def assert_float64_close(got, want, terms):
+  """Two float64 computations of the same values in other op orders (einsums against the hand
+  written steps): 4 float64 ulps of the largest magnitude of `want` per addition, `terms` the
+  longest chain of additions behind a value."""
+  want = np.asarray(want, np.float64)
+  atol = 4 * np.spacing(np.max(np.abs(want))) * terms
+  np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+
+
 # ----------------------------------------------------------------- parameter counts
 
 
@@ -214,17 +223,21 @@ def test_forward_shapes_and_padding(cfg):
   tt2[pad] = 1 - tt2[pad]
   out2 = ref.reference_forward(w, cfg, ids2, mask, tt2, masked_lm_positions=positions)
   real = mask == 1
+  # Exactly: the same ops on the same shapes, and a padded key's weight exp(score - 10000 - max)
+  # underflows to 0 in float64 whatever its id, so it adds exactly 0 to every real position.
   for a, b in zip(out["encoder_outputs"], out2["encoder_outputs"]):
-    np.testing.assert_allclose(a[real], b[real], rtol=0, atol=1e-12)
-  np.testing.assert_allclose(out["pooled_output"], out2["pooled_output"], rtol=0, atol=1e-12)
-  np.testing.assert_allclose(out["sop_logits"], out2["sop_logits"], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(a[real], b[real])
+  np.testing.assert_array_equal(out["pooled_output"], out2["pooled_output"])
+  np.testing.assert_array_equal(out["sop_logits"], out2["sop_logits"])
   assert not np.allclose(out["sequence_output"][pad], out2["sequence_output"][pad])
 
   # A padded example equals the same example run alone without its padding.
   n = int(mask[1].sum())
   alone = ref.reference_forward(w, cfg, ids[1:2, :n], mask[1:2, :n], tt[1:2, :n])
-  np.testing.assert_allclose(alone["sequence_output"][0], out["sequence_output"][1, :n],
-                rtol=0, atol=1e-12)
+  # Other shapes, so other blockings of the matrix products: float64 rounding of the E-term
+  # projection and L * K blocks' sums over I and H.
+  assert_float64_close(alone["sequence_output"][0], out["sequence_output"][1, :n],
+                       E + L * K * (cfg["intermediate_size"] + H))
 
 
 @pytest.mark.parametrize("cfg", CONFIGS[:3])
@@ -289,16 +302,19 @@ def test_manual_single_token():
   y = h @ w[s + "ffn_1/intermediate/output/dense/kernel"] + w[
     s + "ffn_1/intermediate/output/dense/bias"]
   x2 = ln(x1 + y, s + "LayerNorm_1")
-  np.testing.assert_allclose(out["sequence_output"][0, 0], x2, rtol=1e-12, atol=1e-12)
+  # Up to x2: the value, attention output and intermediate dense layers' sums over H, the FFN
+  # output's over I, and three LayerNorms' means and variances over H (H = E = 16, I = 32).
+  terms = 9 * 16 + 32
+  assert_float64_close(out["sequence_output"][0, 0], x2, terms)
   pooled = np.tanh(x2 @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
-  np.testing.assert_allclose(out["pooled_output"][0], pooled, rtol=1e-12, atol=1e-12)
+  assert_float64_close(out["pooled_output"][0], pooled, terms + 16)  # the pooler's H
   t = np.tanh(x2 @ w["cls/predictions/transform/dense/kernel"]
         + w["cls/predictions/transform/dense/bias"])
   t = ln(t, "cls/predictions/transform/LayerNorm")
   logits = t @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
-  np.testing.assert_allclose(out["mlm_logits"][0, 0], logits, rtol=1e-12, atol=1e-12)
+  assert_float64_close(out["mlm_logits"][0, 0], logits, terms + 4 * 16)  # H, its LayerNorm's 2H, E
   sop = w["cls/seq_relationship/output_weights"] @ pooled + w["cls/seq_relationship/output_bias"]
-  np.testing.assert_allclose(out["sop_logits"][0], sop, rtol=1e-12, atol=1e-12)
+  assert_float64_close(out["sop_logits"][0], sop, terms + 2 * 16)  # the pooler's H, then H
 
 
 def test_activations():
