@@ -25,7 +25,7 @@ from albert_tf.tasks.distillation import (DistillOptions, Distiller, hidden_stat
 from albert_tf.training.freezing import freeze_parts
 from albert_tf.training.precision import precision_policy
 from albert_tf.training.run import Run
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, float32_atol
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
 
@@ -150,9 +150,11 @@ def test_mixed_bfloat16_sums_gradients_in_float32():
       return tape.gradient(loss, layer.output_bias).numpy()
     expected = bias_gradient(reference, tf.cast(pooled, tf.float32))  # the same inputs
     assert np.all(np.abs(expected) > 1e-5), expected
-    # Both compute in float32 from the same values: the same ops on the same shapes.
-    np.testing.assert_allclose(bias_gradient(head, pooled), expected, rtol=1e-6,
-                               err_msg=head.name)
+    # Both compute in float32 from the same values. The gradient is a near-cancelling mean of
+    # residuals p - y (each at most 1 / 16): rounding at that scale, of the batch's 16-row sum
+    # after the logits' sums over 32 (two dense layers in SentenceOrderHead).
+    np.testing.assert_allclose(bias_gradient(head, pooled), expected, rtol=0, err_msg=head.name,
+                               atol=float32_atol([1 / len(labels)], len(labels) + 2 * 32))
 
 
 def test_mixed_bfloat16_casts_each_shared_kernel_once_per_call(monkeypatch):
@@ -198,9 +200,10 @@ def test_mixed_bfloat16_casts_each_shared_kernel_once_per_call(monkeypatch):
     for variable, got, want in zip(encoder.trainable_variables, grads, want_grads):
       if want is not None:
         assert got.dtype == variable.dtype == tf.float32
-        # The same float32 terms, summed in an order of the graph's choosing.
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max(),
-                                   err_msg=variable.name)
+        # The same float32 terms (one per use of the kernel, L of them), summed in an order of
+        # the graph's choosing.
+        np.testing.assert_allclose(got, want, rtol=0, err_msg=variable.name,
+                                   atol=float32_atol(want, config.num_hidden_layers))
 
 
 def test_frozen_parts_do_not_move_and_unknown_parts_are_refused(csv_task, tmp_path):
@@ -230,6 +233,11 @@ def numpy_distillation(student, teacher, labels, temperature, alpha):
   return alpha * kl + (1 - alpha) * ce
 
 
+def log_softmax(x):
+  x = x - x.max(-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
 def test_distillation_loss_matches_a_numpy_reference():
   rng = np.random.default_rng(0)
   student, teacher = (rng.normal(size=(2, 6, 3)) * 3).astype(np.float32)
@@ -237,15 +245,23 @@ def test_distillation_loss_matches_a_numpy_reference():
   for temperature, alpha in ((1.0, 0.5), (4.0, 0.9), (2.0, 0.0)):
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=student)
     ours = alpha * soft_target_loss(student, teacher, temperature) + (1 - alpha) * ce
+    # float32 against float64 on the same logits. The KL's terms p_t log p_t and p_t log p_s
+    # nearly cancel: they round at the scale of alpha T^2 log p (and the cross-entropy's at
+    # (1 - alpha) log p), each log-softmax a sum of 3 exps, the KL a sum of 3, then 2 more.
+    scale = [alpha * temperature ** 2 * np.abs(log_softmax(x.astype(np.float64) / temperature))
+             for x in (student, teacher)] + [(1 - alpha) * np.abs(log_softmax(student))]
     np.testing.assert_allclose(ours.numpy(),
                                numpy_distillation(student.astype(np.float64),
                                                   teacher.astype(np.float64), labels,
                                                   temperature, alpha),
-                               rtol=1e-5, atol=1e-6)  # float32 vs float64
+                               rtol=0, atol=float32_atol(np.stack(scale), 3 + 3 + 2))
   hidden = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
   mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
   expected = [((hidden[0][b] - hidden[1][b]) ** 2)[mask[b] == 1].mean() for b in range(2)]
-  np.testing.assert_allclose(hidden_state_loss(*hidden, mask).numpy(), expected, rtol=1e-5)
+  # Computed in float32: the inputs' rounding to it, the difference, the square, then a sum of
+  # at most 5 * 4 terms and the division.
+  np.testing.assert_allclose(hidden_state_loss(*hidden, mask).numpy(), expected, rtol=0,
+                             atol=float32_atol(expected, 5 * 4 + 4))
   assert layer_map(None, 2, 6) == [(1, 3), (2, 6)]
   assert layer_map("1:2,2:4", 2, 6) == [(1, 2), (2, 4)]
 
@@ -266,11 +282,26 @@ def test_a_student_with_the_teachers_depth_and_weights_reproduces_the_teacher(cs
   inputs = {"input_word_ids": tf.constant([[2, 40, 50, 3, 0]]),
             "input_mask": tf.constant([[1, 1, 1, 1, 0]]),
             "input_type_ids": tf.zeros([1, 5], tf.int32)}
-  np.testing.assert_allclose(student(inputs).numpy(), teacher(inputs).numpy(), atol=1e-6)
+  logits = teacher(inputs).numpy()
+  # Two models of the same weights: float32 rounding of the logits' chain of sums (the E-term
+  # projection, L blocks' I and H, the pooler's and classifier's H), kernels' orders apart, at
+  # the scale of the classifier's terms |pooled| |w| (its small weights' sum may cancel).
+  terms = (config.embedding_size + config.num_hidden_layers * (config.intermediate_size
+                                                               + config.hidden_size)
+           + 2 * config.hidden_size)
+  pooled = teacher.encoder(inputs, training=False)["pooled_output"].numpy()
+  scale = np.abs(pooled) @ np.abs(teacher.head.output_weights.numpy()).T
+  np.testing.assert_allclose(student(inputs).numpy(), logits, rtol=0,
+                             atol=float32_atol(scale, terms))
   student.head.dropout.rate = 0.0  # the head's fixed dropout would differ from inference
   loss = distiller.per_example_loss(student, dict(inputs, label_ids=tf.constant([1])),
                                     lambda logits, labels: tf.zeros([1]))
-  np.testing.assert_allclose(loss.numpy(), [0.0], atol=1e-6)  # nothing left to learn
+  # Nothing left to learn: the loss is 0 up to the rounding of the KL's nearly cancelling terms
+  # at the scale of T^2 log p (its 2-term sums, the logs), the hidden-state loss being of the
+  # second order in the hidden states' differences.
+  scale = options.temperature ** 2 * np.abs(log_softmax(logits.astype(np.float64)
+                                                        / options.temperature))
+  np.testing.assert_allclose(loss.numpy(), [0.0], rtol=0, atol=float32_atol(scale, 2 + 2))
 
 
 def test_a_half_depth_student_distils_from_a_run_classifier_teacher(csv_task, one_batch_run,
