@@ -29,6 +29,14 @@ def tokenizer():
 # The exports: conftest.py's fill_mask_export (32 tokens, top 3, at most 4 masks) and
 # classifier_export (labels negative, positive; 24 tokens). Their rank, dtype, empty batch and
 # empty text requests are test_serving_requests.py's.
+def logit_terms(config):
+  """The longest chain of float32 additions behind a classifier's logit: the E-term embedding
+  projection, per layer a sum over I and one over H, then the pooler's and the classifier's H."""
+  return (config.embedding_size + config.num_hidden_layers * (config.intermediate_size
+                                                              + config.hidden_size)
+          + 2 * config.hidden_size)
+
+
 @pytest.fixture(scope="module")
 def fill_mask(fill_mask_export):
   return fill_mask_export
@@ -60,7 +68,10 @@ def test_real_data_fill_mask_matches_the_python_path(fill_mask, tokenizer):
     for j, _ in enumerate(positions):
       top = np.argsort(-probs[j])[:3]
       np.testing.assert_array_equal(out["top_ids"][row, j].numpy(), top)
-      np.testing.assert_allclose(out["top_scores"][row, j].numpy(), probs[j][top], rtol=1e-4)
+      # As in test_fill_mask_computes_a_request_at_its_longest_text: 32 attention terms per
+      # layer, then the vocabulary's exponentials.
+      np.testing.assert_allclose(out["top_scores"][row, j].numpy(), probs[j][top], rtol=0,
+                                 atol=float32_atol(probs[j], 32 * 2 + tokenizer.vocab_size))
       assert [t.decode() for t in out["top_tokens"][row, j].numpy()] == \
           tokenizer.convert_ids_to_tokens(top)
 
@@ -101,14 +112,20 @@ def test_real_data_classifier_serving_takes_raw_text(tmp_path, tokenizer, labels
               "input_mask": tf.constant([f["input_mask"] for f in features]),
               "input_type_ids": tf.constant([f["segment_ids"] for f in features])}
     logits = model(inputs, training=False).numpy()
+    terms = logit_terms(model.config)
     if labels:
-      np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(logits), rtol=1e-5)
+      # A probability moves by at most a quarter of its logits' error; the softmax's 2 terms.
+      probabilities = tf.nn.softmax(logits).numpy()
+      np.testing.assert_allclose(out["probabilities"], probabilities, rtol=0,
+                                 atol=float32_atol(probabilities, terms + 2))
       assert [n.decode() for n in out["label_names"].numpy()] == [
           labels[i] for i in logits.argmax(-1)]
     else:
-      # Regression scores near 0 (random weights): an error relative to the largest one.
-      np.testing.assert_allclose(out["scores"], logits, rtol=1e-5,
-                                 atol=1e-5 * np.max(np.abs(logits)))
+      # Regression scores near 0 (random weights): the rounding at the scale of the score's
+      # terms |pooled| |w|.
+      pooled = model.encoder(inputs, training=False)["pooled_output"].numpy()
+      scale = np.abs(pooled) @ np.abs(model.head.output_weights.numpy()).T
+      np.testing.assert_allclose(out["scores"], logits, rtol=0, atol=float32_atol(scale, terms))
 
 
 def test_classifier_serving_names_a_malformed_request(classifier):
@@ -143,7 +160,9 @@ def test_classifier_serving_computes_a_request_at_its_longest_text(tokenizer):
                   "input_mask": tf.constant([f["input_mask"] for f in features]),
                   "input_type_ids": tf.constant([f["segment_ids"] for f in features])},
                  training=False)
-  np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(logits), rtol=1e-5)
+  probabilities = tf.nn.softmax(logits).numpy()
+  np.testing.assert_allclose(out["probabilities"], probabilities, rtol=0,
+                             atol=float32_atol(probabilities, logit_terms(config) + 2))
 
 
 def test_fill_mask_computes_a_request_at_its_longest_text(tokenizer):
