@@ -98,8 +98,9 @@ def random_unicode_texts(count, seed):
   assigned = _assigned_characters()
   hard = (list("\u03a3\u03c3\u03c2\u0391\u0392\u039f\u0394\u0308\u0301\u0342.'\u02b0\u00ad"
                "\u2028\u00a0\u3000\t\n\r``''\u0130\u03f91,2\u0345\u034f\u302e\ufffd\x00\x1c"
-               "\u200b\ufeff\u0f39\u0334\uf900\u1e9e")
-          + ["\U0001d16d", "\U0001d165", "\U0001d16e"])  # sigma, marks, Mc of class 216/226
+               "\u200b\ufeff\u0f39\u0334\uf900\u1e9e\ue000\u0378")
+          + ["\U0001d16d", "\U0001d165", "\U0001d16e",  # sigma, marks, Mc of class 216/226
+             "\U000f0001"])  # private use and unassigned (kept by cleaning, as the original)
   texts = []
   for _ in range(count):
     chars = []

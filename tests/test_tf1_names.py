@@ -6,6 +6,7 @@ and matching their outputs shows (test_model_fidelity, test_brightmart_zh).
 """
 
 import json
+import types
 
 import pytest
 import tensorflow as tf
@@ -75,3 +76,13 @@ def test_task_heads_add_their_names_and_find_encoder_refuses_what_has_none():
   holder.encoder = "not an encoder"
   with pytest.raises(TypeError, match="^Module is neither"):
     find_encoder(holder)
+
+
+def test_an_encoder_restored_without_the_second_factor_is_googles_layout():
+  """A SavedModel restored with tf.saved_model.load keeps only the attributes that hold tracked
+  objects, so a Google-layout encoder comes back with no `word_embeddings_2` at all (ours holds
+  None)."""
+  restored = types.SimpleNamespace(embedding_layer=types.SimpleNamespace())
+  assert layout_of(restored) == "google"
+  restored.embedding_layer.word_embeddings_2 = tf.Variable(tf.zeros([2, 3]))
+  assert layout_of(restored) == "brightmart"

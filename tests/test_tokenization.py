@@ -153,6 +153,9 @@ def test_real_data_spm_do_lower_case_false_keeps_case(spm_tok, spm_tok_cased):
   assert spm_tok_cased.convert_tokens_to_ids(cased) != spm_tok.convert_tokens_to_ids(
     spm_tok.tokenize("Hello World"))
   assert spm_tok_cased.tokenize("hello world") == ["▁hello", "▁world"]
+  # The named constructor: SentencePiece, its case as asked (lowercasing by default).
+  assert FullTokenizer.from_spm(SPM_MODEL, do_lower_case=False).tokenize("Hello World") == cased
+  assert FullTokenizer.from_spm(SPM_MODEL).tokenize("Hello World") == ["▁hello", "▁world"]
 
 
 def test_real_data_spm_round_trip_over_sst2_and_gutenberg_has_few_unknowns(spm_tok):
@@ -255,6 +258,11 @@ def test_wordpiece_basic_tokenizer_cleans_and_splits(tiny_tok):
 def test_wordpiece_do_lower_case_false_keeps_uppercase(tiny_vocab_file):
   cased = FullTokenizer(vocab_file=tiny_vocab_file, do_lower_case=False)
   assert cased.tokenize("A a Café") == ["[UNK]", "a", "[UNK]"]
+  # The named constructors: WordPiece from a vocab, its case as asked (lowercasing by default).
+  for tokenizer, pieces in ((FullTokenizer.from_vocab(tiny_vocab_file, do_lower_case=False),
+                             ["[UNK]", "a", "[UNK]"]),
+                            (FullTokenizer.from_vocab(tiny_vocab_file), ["a", "a", "cafe"])):
+    assert not tokenizer.is_spm and tokenizer.tokenize("A a Café") == pieces
 
 
 def test_wordpiece_ids_are_line_numbers_and_duplicates_keep_the_first(tmp_path):
@@ -286,6 +294,13 @@ def test_truncate_seq_pair_pops_from_the_longer_and_b_on_ties():
   assert (a, b) == (list("ab"), list("c"))
   truncate_seq_pair(a, b, 0)
   assert (a, b) == ([], [])
+  with pytest.raises(ValueError, match=r"^max_num_tokens must be >= 0, got -1$"):
+    truncate_seq_pair(a, b, -1)
+
+
+def test_encode_pair_packs_to_the_originals_default_of_128(tiny_tok):
+  packed = encode_pair(tiny_tok, "a", "b")
+  assert {len(packed[k]) for k in ("input_ids", "input_mask", "segment_ids")} == {128}
 
 
 def test_encode_pair_packs_two_segments_with_padding(tiny_tok):
@@ -317,9 +332,11 @@ def test_encode_pair_truncates_the_longer_segment_to_max_minus_three(tiny_tok):
 
 
 def test_encode_pair_rejects_max_seq_length_too_small_for_specials(tiny_tok):
-  with pytest.raises(ValueError, match="max_seq_length"):
+  with pytest.raises(ValueError, match=r"^max_seq_length must be >= 3 to hold the special "
+                                       r"tokens of a pair, got 2$"):
     encode_pair(tiny_tok, "a", "b", max_seq_length=2)
-  with pytest.raises(ValueError, match="max_seq_length"):
+  with pytest.raises(ValueError, match=r"^max_seq_length must be >= 2 to hold the special "
+                                       r"tokens of one segment, got 1$"):
     encode_pair(tiny_tok, "a", max_seq_length=1)
   assert encode_pair(tiny_tok, "a", max_seq_length=2)["tokens"] == ["[CLS]", "[SEP]"]
   assert encode_pair(tiny_tok, "a", "b", max_seq_length=3)["tokens"] == ["[CLS]", "[SEP]",

@@ -13,6 +13,8 @@ import pytest
 from official.nlp.tools import tokenization as bert_tokenization
 
 from albert_tf.tokenization import FullTokenizer, preprocess_text
+from albert_tf.tokenization.tokenizer import (is_cjk_char, is_control, is_digit_comma_piece,
+                                              is_punctuation, is_whitespace, load_vocab)
 from conftest import SHARED_DATA
 from reference_tokenization import ReferenceTokenizer, random_unicode_texts
 from reference_tokenization import preprocess_text as reference_preprocess
@@ -70,3 +72,30 @@ def test_sentencepiece_pieces_and_ids_follow_the_originals_rules(lower):
   assert ours.encode_ids(texts) == [reference.encode_ids(t) for t in texts]
   assert [t.encode("utf-8") for t in texts[:100]] and all(
       ours.tokenize(t.encode("utf-8")) == ours.tokenize(t) for t in texts[:100])
+
+
+def test_character_classes_are_berts_at_every_code_point():
+  """BERT's whitespace, control, punctuation and CJK classes decide basic_tokenize; some of
+  their cases (a tab is whitespace and not control) would not show in the tokens, since
+  `str.split` splits at a tab either way."""
+  bert = bert_tokenization.BasicTokenizer()
+  differ = [hex(cp) for cp in range(0x110000)
+            if (is_whitespace(chr(cp)), is_control(chr(cp)), is_punctuation(chr(cp)),
+                is_cjk_char(cp)) != (bert_tokenization._is_whitespace(chr(cp)),  # pylint: disable=protected-access
+                                     bert_tokenization._is_control(chr(cp)),  # pylint: disable=protected-access
+                                     bert_tokenization._is_punctuation(chr(cp)),  # pylint: disable=protected-access
+                                     bert._is_chinese_char(cp))]  # pylint: disable=protected-access
+  assert not differ, f"{len(differ)} code points differ, e.g. {differ[:5]}"
+
+
+def test_a_digit_comma_piece_is_any_piece_of_two_characters_or_more():
+  """The original splits a piece longer than one character ending in a digit and ",": the
+  model's own pieces decide which occur, so the rule is stated on pieces directly."""
+  assert [is_digit_comma_piece(p) for p in ("1,", "\u25811,", "ab7,", ",", "1", "a,", "12")] == [
+      True, True, True, False, False, False, False]
+
+
+def test_a_vocab_file_with_a_byte_order_mark_reads_its_first_token_plain(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_bytes("[PAD]\n[UNK]\nhello\n".encode("utf-8-sig"))
+  assert load_vocab(path) == ({"[PAD]": 0, "[UNK]": 1, "hello": 2}, ["[PAD]", "[UNK]", "hello"])

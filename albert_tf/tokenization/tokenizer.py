@@ -128,11 +128,12 @@ def is_whitespace(char):
 
 
 def is_control(char):
-  """BERT's control characters, which its cleaning drops: the C* categories but tab, newline
-  and carriage return (whitespace to BERT)."""
+  """BERT's control characters, which its cleaning drops: the Cc and Cf categories but tab,
+  newline and carriage return (whitespace to BERT). Unassigned (Cn), private-use (Co) and
+  surrogate (Cs) code points are kept, as in the original."""
   if char in ("\t", "\n", "\r"):  # whitespace, not control, for BERT
     return False
-  return unicodedata.category(char).startswith("C")
+  return unicodedata.category(char) in ("Cc", "Cf")
 
 
 def is_punctuation(char):
@@ -326,7 +327,9 @@ class FullTokenizer:
     """
     if not self.is_spm:
       return not piece.startswith("##")
-    if piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<"):
+    # As the original states it; the last rule alone would also start these pieces ("▁" and
+    # "<" are outside a-z and the punctuation), so this line's mutants are equivalent.
+    if piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<"):  # pragma: no mutate
       return True
     if piece in _SPM_START_PUNCTUATION:
       return True
