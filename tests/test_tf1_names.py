@@ -13,7 +13,8 @@ import tensorflow as tf
 
 import reference_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.interop.tf1_names import find_encoder, layout_of, tf1_variable_map
+from albert_tf.interop.tf1_names import (encoder_tf1_names, find_encoder, layout_of,
+                                         tf1_variable_map)
 from albert_tf.modeling.classifier import AlbertClassifier
 from conftest import BRIGHTMART_FIXTURES, brightmart_checkpoint_arrays
 
@@ -78,11 +79,23 @@ def test_task_heads_add_their_names_and_find_encoder_refuses_what_has_none():
     find_encoder(holder)
 
 
-def test_an_encoder_restored_without_the_second_factor_is_googles_layout():
+def test_an_encoder_restored_without_its_none_attributes_is_named_as_the_encoder():
   """A SavedModel restored with tf.saved_model.load keeps only the attributes that hold tracked
-  objects, so a Google-layout encoder comes back with no `word_embeddings_2` at all (ours holds
-  None)."""
-  restored = types.SimpleNamespace(embedding_layer=types.SimpleNamespace())
+  objects: a Google-layout encoder with E = H comes back with neither `word_embeddings_2` nor
+  `embedding_projection` (ours hold None), and is named as the encoder it was saved from."""
+  encoder = AlbertEncoder(AlbertConfig.from_dict(dict(GOOGLE, embedding_size=16)))
+  assert encoder.embedding_projection is None
+  assert encoder.embedding_layer.word_embeddings_2 is None
+  embeddings = encoder.embedding_layer
+  restored = types.SimpleNamespace(
+      embedding_layer=types.SimpleNamespace(**{
+          name: getattr(embeddings, name) for name in (
+              "word_embeddings", "token_type_embeddings", "position_embeddings", "layer_norm")}),
+      attention_sublayers=encoder.attention_sublayers, ffn_sublayers=encoder.ffn_sublayers,
+      pooler_layer=encoder.pooler_layer)
   assert layout_of(restored) == "google"
+  want = encoder_tf1_names(encoder)
+  got = encoder_tf1_names(restored)
+  assert list(got) == list(want) and all(got[n] is want[n] for n in want)
   restored.embedding_layer.word_embeddings_2 = tf.Variable(tf.zeros([2, 3]))
   assert layout_of(restored) == "brightmart"

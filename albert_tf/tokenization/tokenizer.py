@@ -136,14 +136,15 @@ def is_control(char):
   return unicodedata.category(char) in ("Cc", "Cf")
 
 
+# BERT's four ASCII ranges (33-47, 58-64, 91-96, 123-126): the printable non-alphanumerics.
+_ASCII_SYMBOLS = frozenset(chr(cp) for cp in range(33, 127) if not chr(cp).isalnum())
+
+
 def is_punctuation(char):
   """BERT's punctuation, split off as a word of its own: the P* categories and all non-letter,
   non-digit ASCII symbols."""
-  cp = ord(char)
   # Non-letter ASCII such as "^", "$" and "`" count as punctuation, as in BERT.
-  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-    return True
-  return unicodedata.category(char).startswith("P")
+  return char in _ASCII_SYMBOLS or unicodedata.category(char).startswith("P")
 
 
 def is_cjk_char(cp):
