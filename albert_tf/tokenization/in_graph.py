@@ -145,14 +145,14 @@ def wordpiece_classes():
   """RE2 classes of the Python `basic_tokenize`'s character tests, from its own predicates:
   `(dropped, whitespace, cjk, punctuation)`. Cleaning deletes `dropped`, the words are cut at
   `whitespace`, and each CJK character and punctuation mark is a word of its own."""
-  is_control, is_whitespace = py_tokenizer.is_control, py_tokenizer.is_whitespace
+  is_dropped, is_whitespace = py_tokenizer.is_dropped, py_tokenizer.is_whitespace
   is_cjk_char, is_punctuation = py_tokenizer.is_cjk_char, py_tokenizer.is_punctuation
   dropped, spaces, cjk, punctuation = [], [], [], []
   for cp in range(_NUM_CODEPOINTS):
     if cp in _SURROGATES:
       continue
     char = chr(cp)
-    if cp == 0 or cp == 0xFFFD or is_control(char):
+    if is_dropped(char):
       dropped.append(cp)
     elif is_whitespace(char) or char.isspace():
       # str.split() also splits at the survivors of cleaning that are not BERT whitespace

@@ -20,8 +20,8 @@ its part of the word (`##` pieces included) and an [UNK] the whole word.
 import bisect
 import unicodedata
 
-from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, is_cjk_char, is_control,
-                                              is_digit_comma_piece, is_punctuation, is_whitespace,
+from albert_tf.tokenization.tokenizer import (SPIECE_UNDERLINE, is_cjk_char, is_digit_comma_piece,
+                                              is_dropped, is_punctuation, is_whitespace,
                                               preprocess_text, split_digit_comma_piece,
                                               wordpiece_tokenize)
 
@@ -147,8 +147,7 @@ def wordpiece_char_length(char, do_lower_case):
   """How many characters of a word `basic_tokenize` makes of `char` found inside one: 0 for
   what the cleaning (or, lowercasing, the accent stripping) drops. Taken alone, as the
   alignment here (and the serving graph's) takes each character."""
-  cp = ord(char)
-  if cp == 0 or cp == 0xFFFD or is_control(char):
+  if is_dropped(char):
     return 0
   return len(_lower_and_strip_accents(char)) if do_lower_case else 1
 
@@ -162,7 +161,7 @@ def _basic_words_with_origins(text, do_lower_case):
   chars = []
   for i, c in enumerate(text):
     cp = ord(c)
-    if cp == 0 or cp == 0xFFFD or is_control(c):
+    if is_dropped(c):
       chars.append((None, i))
     elif is_whitespace(c):
       chars.append((" ", i))

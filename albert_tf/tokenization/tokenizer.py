@@ -90,6 +90,10 @@ def encode_pieces(sp_model, text):
   return new_pieces
 
 
+# utf-8, a leading byte-order mark dropped (some vocab.txt files carry one).
+_VOCAB_ENCODING = "utf-8-sig"
+
+
 def load_vocab(vocab_file):
   """Reads a WordPiece vocab: one token per line, id = line number.
 
@@ -98,7 +102,7 @@ def load_vocab(vocab_file):
   or not utf-8.
   """
   try:
-    with open(vocab_file, encoding="utf-8-sig") as reader:
+    with open(vocab_file, encoding=_VOCAB_ENCODING) as reader:
       inv_vocab = [line.strip() for line in reader]
   except UnicodeDecodeError as e:
     raise ValueError(f"vocab_file {vocab_file!r} is not valid utf-8: {e}") from e
@@ -136,6 +140,15 @@ def is_control(char):
   return unicodedata.category(char) in ("Cc", "Cf")
 
 
+# NUL and the replacement character (U+FFFD, what undecodable bytes become).
+_DROPPED_CODEPOINTS = frozenset((0, 0xFFFD))
+
+
+def is_dropped(char):
+  """Whether BERT's cleaning drops `char`: NUL, U+FFFD and the control characters."""
+  return ord(char) in _DROPPED_CODEPOINTS or is_control(char)
+
+
 # BERT's four ASCII ranges (33-47, 58-64, 91-96, 123-126): the printable non-alphanumerics.
 _ASCII_SYMBOLS = frozenset(chr(cp) for cp in range(33, 127) if not chr(cp).isalnum())
 
@@ -159,12 +172,11 @@ def basic_tokenize(text, do_lower_case):
   """BERT's BasicTokenizer: clean, isolate CJK chars, lowercase/strip accents, split punct."""
   chars = []
   for char in text:
-    cp = ord(char)
-    if cp == 0 or cp == 0xFFFD or is_control(char):
+    if is_dropped(char):
       continue
     if is_whitespace(char):
       chars.append(" ")
-    elif is_cjk_char(cp):
+    elif is_cjk_char(ord(char)):
       chars.extend((" ", char, " "))
     else:
       chars.append(char)
