@@ -486,10 +486,15 @@ def test_text_lengths_add_a_pairs_texts_and_take_the_longest_of_a_rows_options()
 def test_call_costs_are_fitted_to_the_calls_seen_and_none_until_they_tell_padding_apart():
   costs = grouping.CallCosts()
   assert costs.coefficients() is None
-  for rows_ in (1, 4, 16):
-    for longest in (10, 60, 200):
-      costs.record(rows_, longest, 0.004 + 0.0002 * rows_ + 3e-6 * rows_ * longest)
-  np.testing.assert_allclose(costs.coefficients(), (0.004, 0.0002, 3e-6), rtol=1e-6)
+  shapes = [(rows_, longest) for rows_ in (1, 4, 16) for longest in (10, 60, 200)]
+  for rows_, longest in shapes:
+    costs.record(rows_, longest, 0.004 + 0.0002 * rows_ + 3e-6 * rows_ * longest)
+  # Exact data: the least-squares answer moves from the coefficients by the float64 rounding of
+  # the costs (a few ulps each) times the condition number of the columns as fitted (scaled to
+  # like size, so the scaled coefficients are of like size too: 3 of them, 16 ulps in all).
+  x = np.array([[1, rows_, rows_ * longest] for rows_, longest in shapes], np.float64)
+  rtol = 16 * np.finfo(np.float64).eps * np.linalg.cond(x / np.abs(x).max(axis=0))
+  np.testing.assert_allclose(costs.coefficients(), (0.004, 0.0002, 3e-6), rtol=rtol)
   single_rows = grouping.CallCosts()
   for longest in range(10, 30):  # one row each: a call's cost cannot be told from a row's
     single_rows.record(1, longest, 0.004 + 3e-6 * longest)
