@@ -156,6 +156,7 @@ def test_real_data_spm_do_lower_case_false_keeps_case(spm_tok, spm_tok_cased):
   # The named constructor: SentencePiece, its case as asked (lowercasing by default).
   assert FullTokenizer.from_spm(SPM_MODEL, do_lower_case=False).tokenize("Hello World") == cased
   assert FullTokenizer.from_spm(SPM_MODEL).tokenize("Hello World") == ["▁hello", "▁world"]
+  assert (spm_tok.spm_model_file, spm_tok.vocab_file) == (str(SPM_MODEL), None)
 
 
 def test_real_data_spm_round_trip_over_sst2_and_gutenberg_has_few_unknowns(spm_tok):
@@ -273,8 +274,11 @@ def test_wordpiece_ids_are_line_numbers_and_duplicates_keep_the_first(tmp_path):
   assert tok.vocab == {"[PAD]": 0, "[UNK]": 1, "x": 2, "y": 3}
   assert tok.convert_ids_to_tokens([4, 3]) == ["x", "y"]
   assert tok.convert_tokens_to_ids(["x", "zzz"]) == [2, 1]
-  with pytest.raises(IndexError):
-    tok.convert_ids_to_tokens([5])
+  for bad in (5, -1):
+    with pytest.raises(IndexError, match=rf"^token id {bad} is outside the vocabulary \[0, 5\)$"):
+      tok.convert_ids_to_tokens([bad])
+  # The files it was made from, for exports that copy them; lowercasing by default.
+  assert (tok.vocab_file, tok.spm_model_file, tok.do_lower_case) == (str(path), None, True)
 
 
 def test_wordpiece_is_word_start_is_not_hashes(tiny_tok):
@@ -357,13 +361,13 @@ def test_real_data_encode_pair_with_spm_uses_model_ids(spm_tok):
 
 def test_missing_spm_model_file_names_path_and_argument(tmp_path):
   missing = tmp_path / "nope.model"
-  with pytest.raises(FileNotFoundError, match="spm_model_file.*nope.model"):
+  with pytest.raises(FileNotFoundError, match=r"^spm_model_file not found: '.*nope\.model'$"):
     FullTokenizer(spm_model_file=missing)
 
 
 def test_missing_vocab_file_names_path_and_argument(tmp_path):
   missing = tmp_path / "nope.txt"
-  with pytest.raises(FileNotFoundError, match="vocab_file.*nope.txt"):
+  with pytest.raises(FileNotFoundError, match=r"^vocab_file not found: '.*nope\.txt'$"):
     FullTokenizer(vocab_file=missing)
 
 
