@@ -371,8 +371,23 @@ def test_missing_vocab_file_names_path_and_argument(tmp_path):
     FullTokenizer(vocab_file=missing)
 
 
+def test_text_that_is_neither_str_nor_bytes_is_refused_naming_its_type(tiny_tok):
+  with pytest.raises(TypeError, match=r"^expected str or bytes, got int$"):
+    tiny_tok.tokenize(3)
+
+
+def test_a_special_token_missing_from_the_vocab_is_an_error_naming_the_file(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("[PAD]\n[UNK]\na\n", encoding="utf-8")
+  tok = FullTokenizer(vocab_file=path)
+  assert (tok.pad_id, tok.unk_id) == (0, 1)
+  with pytest.raises(KeyError, match=r"special token '\[CLS\]' is not in '.*vocab\.txt'"):
+    tok.cls_id  # pylint: disable=pointless-statement
+
+
 def test_no_file_at_all_is_an_error():
-  with pytest.raises(ValueError, match="spm_model_file.*vocab_file"):
+  with pytest.raises(ValueError, match=r"^FullTokenizer needs spm_model_file \(SentencePiece\) "
+                                       r"or vocab_file \(WordPiece\); both are None$"):
     FullTokenizer()
 
 
@@ -391,7 +406,8 @@ def test_malformed_vocab_files_are_errors_naming_them(tmp_path):
     FullTokenizer(vocab_file=latin1)
   no_unk = tmp_path / "no_unk_vocab.txt"
   no_unk.write_text("[PAD]\na\n", encoding="utf-8")
-  with pytest.raises(ValueError, match=r"no_unk_vocab.txt.*\[UNK\]"):
+  with pytest.raises(ValueError, match=r"^vocab_file '.*no_unk_vocab\.txt' has no \[UNK\] token, "
+                                       r"which WordPiece needs for words it cannot split$"):
     FullTokenizer(vocab_file=no_unk)
 
 

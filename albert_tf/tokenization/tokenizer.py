@@ -37,7 +37,7 @@ PAD_ID = 0
 
 def _to_text(text):
   if isinstance(text, bytes):
-    return text.decode("utf-8")
+    return text.decode()  # utf-8, whatever the locale
   if isinstance(text, str):
     return text
   raise TypeError(f"expected str or bytes, got {type(text).__name__}")
@@ -126,7 +126,7 @@ def _check_file(path, argument):
 def is_whitespace(char):
   """BERT's whitespace: space, tab, newline, carriage return and the Zs category. Not
   `str.isspace()` (which also takes U+2028, U+0085, ...)."""
-  if char in (" ", "\t", "\n", "\r"):
+  if char in ("\t", "\n", "\r"):  # control characters to Unicode; the space is Zs
     return True
   return unicodedata.category(char) == "Zs"
 
