@@ -162,10 +162,9 @@ def is_punctuation(char):
 
 def is_cjk_char(cp):
   """CJK Unified Ideographs blocks (not Hangul, Hiragana or Katakana), as in BERT."""
+  # BERT's eight ranges; its three adjacent Extension C, D and E ranges written as one.
   return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-      or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F
-      or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF
-      or 0x2F800 <= cp <= 0x2FA1F)
+      or 0x2A700 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
 def basic_tokenize(text, do_lower_case):
