@@ -144,6 +144,16 @@ def float32_atol(reference, terms, ulps=4):
   return ulps * float(np.spacing(np.float32(largest))) * terms
 
 
+def adamw_step_bound(lr, steps, weights):
+  """The most AlbertAdamW (beta_1 0.9, beta_2 0.999, weight decay 0.01) moves a weight in
+  `steps` steps at `lr`, from `weights`: step t by at most lr |m_t| / sqrt(v_t) <= lr (1 - beta_1)
+  sqrt(t) / sqrt(1 - beta_2) (Cauchy-Schwarz on the sums of g and g^2), plus weight decay's
+  lr 0.01 |w|."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  return sum(lr * (0.1 * np.sqrt(t) / np.sqrt(0.001) + 0.01 * np.abs(weights).max())
+             for t in range(1, steps + 1))
+
+
 def assert_moved_at_most(model, start_prefix, names, atol):
   """The weights `names` (TF1 names) of a trained `model` moved from the start checkpoint's
   (some element of each by more than float32 rounding, one spacing of its start value: a run

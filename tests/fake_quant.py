@@ -28,11 +28,17 @@ import tensorflow as tf
 
 MIN_ELEMENTS = 1024  # the converter leaves weights with fewer elements in float32
 
-# Where `zero_point + x / scale` lies within this fraction of its magnitude of a rounding
-# boundary (a half-integer), another correct implementation (a product with the reciprocal
-# instead of a division, another rounding of either) may round it the other way: a few float32
-# ulps (2**-24 each).
+# Where a value about to be rounded (`zero_point + x / scale`) lies within this fraction of its
+# magnitude of a rounding boundary (a half-integer), another correct implementation (a product
+# with the reciprocal instead of a division, a float64 quotient, another rounding of either) may
+# round it the other way: a few float32 ulps (2**-24 each).
 _TIE_MARGIN = 2.0**-20
+
+
+def near_tie(exact):
+  """True where `exact` (float64) is within `_TIE_MARGIN` of a rounding boundary."""
+  distance = np.abs(np.abs(exact - np.floor(exact)) - 0.5)
+  return distance <= _TIE_MARGIN * np.maximum(np.abs(exact), 1.0)
 
 
 def _round_half_away(values):
@@ -67,9 +73,7 @@ def quantize_rows(x):
   scale32 = scale.astype(np.float32)
   exact = zero[:, None] + x.astype(np.float64) / scale32.astype(np.float64)[:, None]
   values = np.clip(_round_half_away(exact), -128, 127)
-  distance = np.abs(np.abs(exact - np.floor(exact)) - 0.5)
-  ambiguous = distance <= _TIE_MARGIN * np.maximum(np.abs(exact), 1.0)
-  return values, scale32, zero, ambiguous
+  return values, scale32, zero, near_tie(exact)
 
 
 def hybrid_fully_connected(x, weights, scales, bias):

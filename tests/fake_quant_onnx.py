@@ -55,16 +55,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-# Where `x / scale` lies within this fraction of its magnitude of a rounding boundary (a
-# half-integer), another correct implementation (a product with the reciprocal instead of a
-# division, a float64 quotient instead of float32) may round it the other way: a few float32
-# ulps (2**-24 each).
-_TIE_MARGIN = 2.0**-20
+from fake_quant import near_tie
 
-
-def _near_tie(exact):
-  distance = np.abs(np.abs(exact - np.floor(exact)) - 0.5)
-  return distance <= _TIE_MARGIN * np.maximum(np.abs(exact), 1.0)
 
 
 def quantize_weight(weights):
@@ -104,10 +96,10 @@ def dynamic_quantize(x):
   if scale == 0:
     return np.float32(1), [(0.0, np.zeros(x.shape), np.zeros(x.shape, bool))]
   exact_zero = -np.float64(low) / np.float64(scale)
-  zeros = ({np.floor(exact_zero), np.ceil(exact_zero)} if _near_tie(exact_zero)
+  zeros = ({np.floor(exact_zero), np.ceil(exact_zero)} if near_tie(exact_zero)
            else {np.round(exact_zero)})
   exact = x.astype(np.float64) / np.float64(scale)
-  steps, ambiguous = np.round(exact), _near_tie(exact)
+  steps, ambiguous = np.round(exact), near_tie(exact)
   return scale, [(zero, np.clip(steps + zero, 0, 255), ambiguous) for zero in sorted(zeros)]
 
 

@@ -26,7 +26,7 @@ from albert_tf.interop.checkpoints import CheckpointError
 from albert_tf.interop.tf1_names import tf1_variable_map
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks.classification import ClassifierOptions
-from conftest import ROOT, SHARED_DATA, float32_atol
+from conftest import ROOT, SHARED_DATA, adamw_step_bound, float32_atol
 from tf1_hub_module import SPM_ASSET, write_module
 
 SPM = SHARED_DATA / "sentencepiece" / "spiece.model"
@@ -187,14 +187,9 @@ def test_run_classifier_starts_from_the_module_with_albert_hub_module_handle(mod
   trained = AlbertClassifier(AlbertConfig.from_dict(CONFIG), num_labels=2)
   load_checkpoint(trained, str(tmp_path / "out" / "ckpt-2"))
   names = tf1_variable_map(trained)
-  # AlbertAdamW's step t moves a weight by at most lr |m_t| / sqrt(v_t) <= lr (1 - beta_1)
-  # sqrt(t) / sqrt(1 - beta_2) (Cauchy-Schwarz on the sums of g and g^2), plus weight decay's
-  # lr 0.01 |w|: 2 steps at lr 1e-5 at most.
-  for name in ("bert/pooler/dense/kernel", KEY):
-    bound = sum(1e-5 * (0.1 * np.sqrt(t) / np.sqrt(0.001) + 0.01 * np.abs(arrays[name]).max())
-                for t in (1, 2))
-    np.testing.assert_allclose(names[name].numpy(), arrays[name], rtol=0, atol=bound,
-                               err_msg=name)
+  for name in ("bert/pooler/dense/kernel", KEY):  # 2 steps at lr 1e-5 at most
+    np.testing.assert_allclose(names[name].numpy(), arrays[name], rtol=0,
+                               atol=adamw_step_bound(1e-5, 2, arrays[name]), err_msg=name)
 
 
 # --- bad modules ------------------------------------------------------------------------------
